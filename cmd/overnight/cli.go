@@ -1,0 +1,469 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/overnight-dev/overnight/chaos"
+	"github.com/overnight-dev/overnight/harness"
+	"github.com/overnight-dev/overnight/sandbox/initproc"
+	"github.com/overnight-dev/overnight/scenarios"
+	"github.com/overnight-dev/overnight/scenarios/agents"
+	"github.com/overnight-dev/overnight/scenarios/builtin"
+)
+
+// Exit codes.
+const (
+	exitPass    = 0
+	exitFail    = 1
+	exitUnknown = 2
+	exitError   = 3
+)
+
+// exitError carries an exit code out of a command.
+type codeError struct {
+	code int
+	err  error
+}
+
+func (e *codeError) Error() string { return e.err.Error() }
+func (e *codeError) Unwrap() error { return e.err }
+
+// verdictCode maps a verdict to its exit code.
+func verdictCode(v string) int {
+	switch v {
+	case harness.VerdictPass:
+		return exitPass
+	case harness.VerdictFail:
+		return exitFail
+	default:
+		return exitUnknown
+	}
+}
+
+type globals struct {
+	state      string
+	initBinary string
+	verbose    bool
+	stdout     io.Writer
+	stderr     io.Writer
+}
+
+func (g *globals) logger() *slog.Logger {
+	level := slog.LevelWarn
+	if g.verbose {
+		level = slog.LevelDebug
+	}
+	return slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: level}))
+}
+
+func (g *globals) open(ctx context.Context, progress bool) (*harness.Harness, error) {
+	opts := harness.Options{StateDir: g.state, InitBinary: g.initBinary, Logger: g.logger()}
+	if progress {
+		opts.Progress = g.stderr
+	}
+	return harness.Open(ctx, opts)
+}
+
+func execute(args []string) int {
+	return executeWith(args, os.Stdout, os.Stderr)
+}
+
+func executeWith(args []string, stdout, stderr io.Writer) int {
+	// The sandbox side of the binary: PID 1 and the built-in agents. They
+	// bypass cobra so that their argv reaches them untouched.
+	if len(args) > 0 && args[0] == "init" {
+		rest := args[1:]
+		if len(rest) > 0 && rest[0] == "--" {
+			rest = rest[1:]
+		}
+		return initproc.Main(rest)
+	}
+	if len(args) > 0 && args[0] == "agent" {
+		if len(args) < 2 {
+			fmt.Fprintf(stderr, "overnight agent: name a built-in agent (%s)\n", strings.Join(agents.Names(), ", "))
+			return exitError
+		}
+		main, ok := agents.Lookup(args[1])
+		if !ok {
+			fmt.Fprintf(stderr, "overnight agent: no built-in agent %q (built-in agents: %s)\n", args[1], strings.Join(agents.Names(), ", "))
+			return exitError
+		}
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+		defer stop()
+		return main(ctx, args[2:], stdout, stderr)
+	}
+
+	g := &globals{stdout: stdout, stderr: stderr}
+	root := &cobra.Command{
+		Use:   "overnight",
+		Short: "Prove whether long-lived AI agents survive restarts, crashes and outages",
+		Long: `overnight runs an agent inside a Docker sandbox with its state in Badger,
+injects faults (kills, harness crashes, ...), and judges from the world's own
+ledger what really happened.
+
+Exit codes: 0 pass, 1 fail, 2 unknown, 3 error.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.PersistentFlags().StringVar(&g.state, "state", envOr("OVERNIGHT_STATE", harness.DefaultStateDir), "state dir holding the journal ($OVERNIGHT_STATE)")
+	root.PersistentFlags().StringVar(&g.initBinary, "init-binary", os.Getenv("OVERNIGHT_INIT_BINARY"), "static overnight binary to inject into sandboxes (default: this executable; $OVERNIGHT_INIT_BINARY)")
+	root.PersistentFlags().BoolVarP(&g.verbose, "verbose", "v", false, "log diagnostics to stderr")
+	root.Version = version
+	if buildNonce != "" {
+		root.Version += " (test build " + buildNonce + ")"
+	}
+	root.AddCommand(runCmd(g), resumeCmd(g), runsCmd(g), logsCmd(g), gcCmd(g), faultsCmd(g), scenariosCmd(g))
+
+	err := root.Execute()
+	if err == nil {
+		return exitPass
+	}
+	var ce *codeError
+	if errors.As(err, &ce) {
+		if ce.err != nil {
+			fmt.Fprintln(stderr, "overnight:", ce.err)
+		}
+		return ce.code
+	}
+	fmt.Fprintln(stderr, "overnight:", err)
+	return exitError
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+// outputFlag adds --output (text or json) to cmd and checks it before the command runs.
+func outputFlag(cmd *cobra.Command, output *string) {
+	cmd.Flags().StringVarP(output, "output", "o", "text", "output format: text or json")
+	cmd.PreRunE = func(*cobra.Command, []string) error {
+		if *output != "text" && *output != "json" {
+			return &codeError{exitError, fmt.Errorf("--output %q: want text or json", *output)}
+		}
+		return nil
+	}
+}
+
+// interruptible returns a context cancelled by SIGINT or SIGTERM.
+func interruptible() (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// report prints a result and turns its verdict into the exit code.
+func report(g *globals, res *harness.Result, output string) error {
+	var err error
+	if output == "json" {
+		err = writeJSON(g.stdout, res)
+	} else {
+		err = res.WriteText(g.stdout)
+	}
+	if err != nil {
+		return &codeError{exitError, err}
+	}
+	if code := verdictCode(res.Verdict); code != exitPass {
+		return &codeError{code: code}
+	}
+	return nil
+}
+
+// runError maps a harness error to exit code 3 with advice.
+func runError(err error, runID string) error {
+	if errors.Is(err, harness.ErrInterrupted) && runID != "" {
+		return &codeError{exitError, fmt.Errorf("interrupted; the run is resumable: overnight resume %s", runID)}
+	}
+	return &codeError{exitError, err}
+}
+
+func resolveScenario(arg string) (*scenarios.Scenario, error) {
+	return scenarios.Resolve(arg, builtin.Lookup, builtin.Names())
+}
+
+func runCmd(g *globals) *cobra.Command {
+	var (
+		seed        int64
+		faultTexts  []string
+		agentName   string
+		output      string
+		timeout     time.Duration
+		maxAttempts int
+	)
+	cmd := &cobra.Command{
+		Use:   "run SCENARIO",
+		Short: "Run a scenario (a built-in name or a scenario file) and judge it",
+		Example: `  overnight run deploy --seed 1 --fault kill@step:3 --output json
+  overnight run deploy --agent naive --fault kill@step:3
+  overnight run ./my-scenario.yaml`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			scen, err := resolveScenario(args[0])
+			if err != nil {
+				return &codeError{exitError, err}
+			}
+			req := harness.RunRequest{Scenario: scen, Agent: agentName, Timeout: timeout, MaxAttempts: maxAttempts}
+			if cmd.Flags().Changed("seed") {
+				req.Seed = &seed
+			}
+			if cmd.Flags().Changed("fault") {
+				req.Faults = []chaos.Spec{}
+				for _, t := range faultTexts {
+					s, err := chaos.ParseSpec(t)
+					if err != nil {
+						return &codeError{exitError, fmt.Errorf("--fault: %w", err)}
+					}
+					req.Faults = append(req.Faults, s)
+				}
+			}
+			ctx, stop := interruptible()
+			defer stop()
+			h, err := g.open(ctx, output == "text")
+			if err != nil {
+				return &codeError{exitError, err}
+			}
+			defer h.Close()
+			var runID string
+			req.Started = func(id string) {
+				runID = id
+				fmt.Fprintf(g.stderr, "run %s\n", id)
+			}
+			res, err := h.Run(ctx, req)
+			if err != nil {
+				return runError(err, runID)
+			}
+			return report(g, res, output)
+		},
+	}
+	f := cmd.Flags()
+	f.Int64Var(&seed, "seed", 0, "seed for every random choice; without it, the scenario's seed, else 1")
+	f.StringArrayVarP(&faultTexts, "fault", "f", nil, "fault KIND[:ARG]@TRIGGER[/DURATION], repeatable; replaces the scenario's list (catalog: overnight faults)")
+	f.StringVar(&agentName, "agent", "", "agent variant from the scenario's agents (default: its agent)")
+	outputFlag(cmd, &output)
+	f.DurationVar(&timeout, "timeout", 0, "wall-clock limit (default: the scenario's)")
+	f.IntVar(&maxAttempts, "max-attempts", 0, "attempts before the run fails as a crash loop (default: the scenario's)")
+	return cmd
+}
+
+func resumeCmd(g *globals) *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "resume RUN",
+		Short: "Continue a run from the journal alone (after Ctrl-C or a harness crash)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, stop := interruptible()
+			defer stop()
+			h, err := g.open(ctx, output == "text")
+			if err != nil {
+				return &codeError{exitError, err}
+			}
+			defer h.Close()
+			fmt.Fprintf(g.stderr, "run %s\n", args[0])
+			res, err := h.Resume(ctx, args[0])
+			if err != nil {
+				return runError(err, args[0])
+			}
+			return report(g, res, output)
+		},
+	}
+	outputFlag(cmd, &output)
+	return cmd
+}
+
+func runsCmd(g *globals) *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "runs",
+		Short: "List the runs in the state dir, newest first",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			h, err := g.open(cmd.Context(), false)
+			if err != nil {
+				return &codeError{exitError, err}
+			}
+			defer h.Close()
+			runs, err := h.Runs()
+			if err != nil {
+				return &codeError{exitError, err}
+			}
+			if output == "json" {
+				return writeJSON(g.stdout, map[string]any{"runs": runs})
+			}
+			if len(runs) == 0 {
+				fmt.Fprintf(g.stdout, "no runs in %s\n", h.StateDir())
+				return nil
+			}
+			fmt.Fprintf(g.stdout, "%-23s  %-12s  %6s  %-11s  %-7s  %s\n", "RUN", "SCENARIO", "SEED", "STATUS", "VERDICT", "STARTED")
+			for _, r := range runs {
+				v := r.Verdict
+				if v == "" {
+					v = "-"
+				}
+				fmt.Fprintf(g.stdout, "%-23s  %-12s  %6d  %-11s  %-7s  %s\n", r.RunID, r.Scenario, r.Seed, r.Status, v, r.StartedAt.Local().Format(time.DateTime))
+			}
+			return nil
+		},
+	}
+	outputFlag(cmd, &output)
+	return cmd
+}
+
+func logsCmd(g *globals) *cobra.Command {
+	var attempt int
+	var output string
+	cmd := &cobra.Command{
+		Use:   "logs RUN",
+		Short: "Print each attempt's stdout and stderr, kept before its container was removed",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			h, err := g.open(cmd.Context(), false)
+			if err != nil {
+				return &codeError{exitError, err}
+			}
+			defer h.Close()
+			logs, err := h.Logs(args[0])
+			if err != nil {
+				return &codeError{exitError, err}
+			}
+			if attempt > 0 {
+				var keep []harness.AttemptLog
+				for _, l := range logs {
+					if l.Attempt == attempt {
+						keep = append(keep, l)
+					}
+				}
+				if len(keep) == 0 {
+					return &codeError{exitError, fmt.Errorf("run %s has no attempt %d (it has %d)", args[0], attempt, len(logs))}
+				}
+				logs = keep
+			}
+			if output == "json" {
+				return writeJSON(g.stdout, map[string]any{"attempts": logs})
+			}
+			for _, l := range logs {
+				code := "none"
+				if l.ExitCode != nil {
+					code = fmt.Sprint(*l.ExitCode)
+				}
+				fmt.Fprintf(g.stdout, "=== attempt %d (container %.12s): %s, exit code %s\n", l.Attempt, l.Container, l.End, code)
+				fmt.Fprintf(g.stdout, "--- stdout\n%s", l.Stdout)
+				if l.Stdout != "" && !strings.HasSuffix(l.Stdout, "\n") {
+					fmt.Fprintln(g.stdout)
+				}
+				fmt.Fprintf(g.stdout, "--- stderr\n%s", l.Stderr)
+				if l.Stderr != "" && !strings.HasSuffix(l.Stderr, "\n") {
+					fmt.Fprintln(g.stdout)
+				}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().IntVar(&attempt, "attempt", 0, "only this attempt")
+	outputFlag(cmd, &output)
+	return cmd
+}
+
+func gcCmd(g *globals) *cobra.Command {
+	var all bool
+	cmd := &cobra.Command{
+		Use:   "gc",
+		Short: "Remove containers left by dead runs of this state dir (--all: every overnight container)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, stop := interruptible()
+			defer stop()
+			h, err := g.open(ctx, false)
+			if err != nil {
+				return &codeError{exitError, err}
+			}
+			defer h.Close()
+			removed, err := h.GC(ctx, all)
+			if err != nil {
+				return &codeError{exitError, err}
+			}
+			fmt.Fprintf(g.stdout, "removed %d containers\n", len(removed))
+			for _, id := range removed {
+				fmt.Fprintf(g.stdout, "  %.12s\n", id)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&all, "all", false, "remove every container labelled overnight.managed=true, whatever its state dir")
+	return cmd
+}
+
+func faultsCmd(g *globals) *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "faults",
+		Short: "Print the fault catalog: kinds, triggers, parameters",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			kinds := chaos.Default().Kinds()
+			if output == "json" {
+				return writeJSON(g.stdout, map[string]any{"faults": kinds})
+			}
+			fmt.Fprintln(g.stdout, "Fault syntax: KIND[:ARG]@TRIGGER[/DURATION]")
+			for _, k := range kinds {
+				var trig []string
+				for _, t := range k.Triggers {
+					trig = append(trig, string(t))
+				}
+				fmt.Fprintf(g.stdout, "\n%s  (triggers: %s)\n  %s\n", k.Name, strings.Join(trig, ", "), k.Summary)
+				if k.Example != "" {
+					fmt.Fprintf(g.stdout, "  example: %s\n", k.Example)
+				}
+			}
+			return nil
+		},
+	}
+	outputFlag(cmd, &output)
+	return cmd
+}
+
+func scenariosCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "scenarios",
+		Short: "List the built-in scenarios",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			for _, name := range builtin.Names() {
+				s, err := resolveScenario(name)
+				if err != nil {
+					return &codeError{exitError, err}
+				}
+				variants := ""
+				for v := range s.Agents {
+					variants += " --agent " + v
+				}
+				fmt.Fprintf(g.stdout, "%s\n  %s\n", name, strings.TrimSpace(s.Description))
+				if variants != "" {
+					fmt.Fprintf(g.stdout, "  variants:%s\n", variants)
+				}
+			}
+			return nil
+		},
+	}
+}

@@ -1,0 +1,279 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+	"github.com/docker/docker/client"
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/overnight-dev/overnight/harness"
+	"github.com/overnight-dev/overnight/harness/harnesstest"
+	"github.com/overnight-dev/overnight/harness/journal"
+	"github.com/overnight-dev/overnight/sandbox"
+)
+
+// These specs run the real overnight binary as a child process: exit
+// codes, JSON on stdout, a harness that SIGKILLs itself, and resume.
+var (
+	bin    string
+	docker *client.Client
+)
+
+var _ = BeforeSuite(func(ctx SpecContext) {
+	dir, err := os.MkdirTemp("", "ovn-cli-bin-")
+	Expect(err).NotTo(HaveOccurred())
+	bin = filepath.Join(dir, "overnight")
+	Expect(harnesstest.Build(ctx, "./cmd/overnight", bin, fmt.Sprintf("cli-%d", time.Now().UnixNano()))).To(Succeed())
+	docker, err = sandbox.Connect(ctx)
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(func(ctx SpecContext) {
+		eng := sandbox.New(docker, sandbox.Options{})
+		if ref, err := eng.EnsureImage(ctx, sandbox.ImageSpec{InitBinary: bin}); err == nil {
+			Expect(eng.RemoveImage(ctx, ref)).To(Succeed())
+		}
+		Expect(os.RemoveAll(dir)).To(Succeed())
+	})
+}, NodeTimeout(6*time.Minute))
+
+type outcome struct {
+	code   int
+	stdout string
+	stderr string
+}
+
+// overnight runs the binary against state with args, bounded in time.
+func overnight(ctx context.Context, state string, env []string, args ...string) outcome {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, append([]string{"--state", state}, args...)...)
+	cmd.Env = append(os.Environ(), env...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if err != nil {
+		ee, ok := err.(*exec.ExitError)
+		Expect(ok).To(BeTrue(), "run overnight: %v", err)
+		code = ee.ExitCode()
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			code = 128 + int(ws.Signal())
+		}
+	}
+	return outcome{code, out.String(), errb.String()}
+}
+
+// stateDir is a fresh state dir whose containers must all be gone after the spec.
+func stateDir() string {
+	state := GinkgoT().TempDir()
+	DeferCleanup(func(ctx SpecContext) {
+		Expect(harnesstest.Leftovers(ctx, docker, state)).To(BeEmpty(), "containers left behind")
+	})
+	return state
+}
+
+func decodeResult(s string) harness.Result {
+	var res harness.Result
+	ExpectWithOffset(1, json.Unmarshal([]byte(s), &res)).To(Succeed(), "stdout must be exactly one JSON object:\n%s", s)
+	return res
+}
+
+var _ = Describe("overnight run", func() {
+	It("prints only the JSON result on stdout, the run id on stderr, and exits 0 on pass", func(ctx SpecContext) {
+		state := stateDir()
+		o := overnight(ctx, state, nil, "run", "deploy", "--seed", "1", "--fault", "kill@step:3", "--output", "json")
+		Expect(o.code).To(Equal(0), o.stderr)
+		res := decodeResult(o.stdout)
+		Expect(o.stderr).To(HavePrefix("run " + res.RunID + "\n"))
+		Expect(res.Verdict).To(Equal("pass"))
+		Expect(res.Seed).To(Equal(int64(1)))
+		Expect(res.Attempts).To(Equal(2))
+		Expect(res.StepsCompleted).To(Equal(5))
+		Expect(res.Faults).To(HaveLen(1))
+		Expect(res.Faults[0].At).To(Equal("step:3"))
+
+		var raw map[string]any
+		Expect(json.Unmarshal([]byte(o.stdout), &raw)).To(Succeed())
+		for _, field := range []string{"run_id", "scenario", "seed", "verdict", "attempts", "steps_completed", "faults",
+			"effects", "invariants", "wall_ms", "virtual_ms", "history_digest"} {
+			Expect(raw).To(HaveKey(field))
+		}
+		for _, field := range []string{"executed", "deduplicated", "duplicates", "unknown"} {
+			Expect(raw["effects"]).To(HaveKey(field))
+		}
+		for _, field := range []string{"kind", "at", "applied", "applied_virtual_ms", "healed_virtual_ms"} {
+			Expect(raw["faults"].([]any)[0]).To(HaveKey(field))
+		}
+
+		runs := overnight(ctx, state, nil, "runs", "--output", "json")
+		Expect(runs.code).To(Equal(0))
+		var list struct {
+			Runs []map[string]any `json:"runs"`
+		}
+		Expect(json.Unmarshal([]byte(runs.stdout), &list)).To(Succeed())
+		Expect(list.Runs).To(HaveLen(1))
+		for _, field := range []string{"run_id", "scenario", "seed", "status", "verdict", "started_at"} {
+			Expect(list.Runs[0]).To(HaveKey(field))
+		}
+		Expect(list.Runs[0]["status"]).To(Equal("finished"))
+
+		logs := overnight(ctx, state, nil, "logs", res.RunID)
+		Expect(logs.code).To(Equal(0))
+		Expect(logs.stdout).To(ContainSubstring("=== attempt 1"))
+		Expect(logs.stdout).To(ContainSubstring("starting after step 3 of 5"))
+	}, SpecTimeout(3*time.Minute))
+
+	It("exits 1 when the naive agent duplicates effects", func(ctx SpecContext) {
+		o := overnight(ctx, stateDir(), nil, "run", "deploy", "--agent", "naive", "--fault", "kill@step:3", "-o", "json")
+		Expect(o.code).To(Equal(1), o.stderr)
+		res := decodeResult(o.stdout)
+		Expect(res.Verdict).To(Equal("fail"))
+		Expect(res.Effects.Duplicates).To(BeNumerically(">", 0))
+	}, SpecTimeout(3*time.Minute))
+
+	It("exits 2 when a scheduled fault never fires", func(ctx SpecContext) {
+		o := overnight(ctx, stateDir(), nil, "run", "deploy", "--fault", "kill@step:9", "-o", "json")
+		Expect(o.code).To(Equal(2), o.stderr)
+		Expect(decodeResult(o.stdout).Verdict).To(Equal("unknown"))
+	}, SpecTimeout(3*time.Minute))
+
+	It("survives harness-crash: the harness SIGKILLs itself, resume finishes from the journal alone", func(ctx SpecContext) {
+		state := stateDir()
+		o := overnight(ctx, state, nil, "run", "deploy", "--seed", "1", "--fault", "harness-crash@step:3", "--output", "json")
+		Expect(o.code).To(Equal(128+int(syscall.SIGKILL)), "the harness must really die by SIGKILL:\n%s", o.stderr)
+		Expect(o.stdout).To(BeEmpty())
+		runID := strings.TrimPrefix(strings.SplitN(o.stderr, "\n", 2)[0], "run ")
+		Expect(runID).NotTo(BeEmpty())
+
+		// The orphaned sandbox is still there: nobody cleaned up after the crash.
+		left, err := harnesstest.Containers(ctx, docker, state)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(left).To(HaveLen(1))
+
+		runs := overnight(ctx, state, nil, "runs", "-o", "json")
+		Expect(runs.stdout).To(ContainSubstring(`"status": "interrupted"`))
+
+		r := overnight(ctx, state, nil, "resume", runID, "--output", "json")
+		Expect(r.code).To(Equal(0), r.stderr)
+		res := decodeResult(r.stdout)
+		Expect(res.RunID).To(Equal(runID))
+		Expect(res.Verdict).To(Equal("pass"), res.Reason)
+		Expect(res.Attempts).To(Equal(2))
+		Expect(res.Effects.Executed).To(Equal(5), "no effect may run twice across the crash")
+		Expect(res.Effects.Duplicates).To(Equal(0))
+		// The resources created before the crash are the ones the goal uses.
+		var goal harness.InvariantResult
+		for _, ir := range res.Invariants {
+			if ir.Name == "goal-reached" {
+				goal = ir
+			}
+		}
+		Expect(goal.Detail).To(ContainSubstring("db-1 v3 on net-1"))
+
+		logs := overnight(ctx, state, nil, "logs", runID, "--attempt", "1")
+		Expect(logs.code).To(Equal(0))
+		Expect(logs.stdout).To(ContainSubstring("orphaned"))
+		Expect(logs.stdout).To(ContainSubstring("step 2 done"))
+	}, SpecTimeout(3*time.Minute))
+})
+
+var _ = Describe("bad input", func() {
+	It("exits 3 with file:line:column for a malformed scenario file", func(ctx SpecContext) {
+		file := filepath.Join(GinkgoT().TempDir(), "bad.yaml")
+		Expect(os.WriteFile(file, []byte("apiVersion: overnight/v1\nkind: Scenario\nname: bad\nworld: cloud\nagent: {builtin: deployer}\nfaults: [kill@stp:3]\n"), 0o644)).To(Succeed())
+		o := overnight(ctx, stateDir(), nil, "run", file)
+		Expect(o.code).To(Equal(3))
+		Expect(o.stderr).To(ContainSubstring(file + ":6:"))
+		Expect(o.stderr).To(ContainSubstring(`unknown trigger "stp"`))
+	})
+
+	It("exits 3 for an unknown fault kind, an unknown agent and an unknown scenario", func(ctx SpecContext) {
+		state := stateDir()
+		o := overnight(ctx, state, nil, "run", "deploy", "--fault", "meteor@step:1")
+		Expect(o.code).To(Equal(3))
+		Expect(o.stderr).To(ContainSubstring(`unknown fault kind "meteor"`))
+		o = overnight(ctx, state, nil, "run", "deploy", "--agent", "nobody")
+		Expect(o.code).To(Equal(3))
+		Expect(o.stderr).To(ContainSubstring("naive"))
+		o = overnight(ctx, state, nil, "run", "no-such-scenario")
+		Expect(o.code).To(Equal(3))
+		Expect(o.stderr).To(ContainSubstring("deploy"))
+		o = overnight(ctx, state, nil, "resume", "no-such-run")
+		Expect(o.code).To(Equal(3))
+		Expect(o.stderr).To(ContainSubstring("no such run"))
+	})
+
+	It("exits 3 when the Docker engine is unreachable, and records no run", func(ctx SpecContext) {
+		state := stateDir()
+		o := overnight(ctx, state, []string{"DOCKER_HOST=unix:///tmp/ovn-no-such-docker.sock"}, "run", "deploy")
+		Expect(o.code).To(Equal(3))
+		Expect(o.stderr).To(ContainSubstring("cannot reach the Docker engine"))
+		runs := overnight(ctx, state, nil, "runs", "-o", "json")
+		Expect(runs.stdout).To(MatchJSON(`{"runs": []}`))
+	})
+
+	It("exits 3 naming the owner's pid when the state dir is in use", func(ctx SpecContext) {
+		state := stateDir()
+		// This test process owns the state dir while the CLI tries it.
+		j, err := journal.Open(state, journal.Options{})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(j.Close)
+		o := overnight(ctx, state, nil, "runs")
+		Expect(o.code).To(Equal(3))
+		Expect(o.stderr).To(ContainSubstring(fmt.Sprintf("in use by pid %d", os.Getpid())))
+	})
+
+	It("exits 3 for a state dir written by another journal format, and leaves it as it was", func(ctx SpecContext) {
+		state := stateDir()
+		j, err := journal.Open(state, journal.Options{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(j.Close()).To(Succeed())
+		// A journal from a future overnight: its format key says so.
+		db, err := badger.Open(badger.DefaultOptions(filepath.Join(state, "journal")).WithLogger(nil))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(db.Update(func(txn *badger.Txn) error { return txn.Set([]byte("meta/format"), []byte("999")) })).To(Succeed())
+		Expect(db.Close()).To(Succeed())
+		o := overnight(ctx, state, nil, "runs")
+		Expect(o.code).To(Equal(3))
+		Expect(o.stderr).To(ContainSubstring("format"))
+		j, err = journal.Open(state, journal.Options{})
+		Expect(err).To(MatchError(journal.ErrFormat))
+	})
+})
+
+var _ = Describe("overnight gc", func() {
+	It("removes this state dir's leftovers of dead runs and nothing of other state dirs", func(ctx SpecContext) {
+		mine, other := stateDir(), stateDir()
+		img, err := sandbox.New(docker, sandbox.Options{}).EnsureImage(ctx, sandbox.ImageSpec{InitBinary: bin})
+		Expect(err).NotTo(HaveOccurred())
+		var ids []string
+		for _, st := range []string{mine, other} {
+			eng := sandbox.New(docker, sandbox.Options{StateHash: sandbox.StateHash(st)})
+			dir, cleanup, err := sandbox.NewSocketDir()
+			Expect(err).NotTo(HaveOccurred())
+			DeferCleanup(cleanup)
+			sb, err := eng.Create(ctx, sandbox.Spec{RunID: fmt.Sprintf("dead-%d", len(ids)), Attempt: 1, Image: img,
+				Cmd: []string{sandbox.InitPath, "agent", "deployer"}, SocketDir: dir})
+			Expect(err).NotTo(HaveOccurred())
+			DeferCleanup(func(ctx SpecContext) { _ = eng.Remove(ctx, sb.ID) })
+			ids = append(ids, sb.ID)
+		}
+		o := overnight(ctx, mine, nil, "gc")
+		Expect(o.code).To(Equal(0), o.stderr)
+		Expect(o.stdout).To(ContainSubstring("removed 1 containers"))
+		left, err := harnesstest.Containers(ctx, docker, other)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(left).To(ConsistOf(ids[1]))
+		Expect(sandbox.New(docker, sandbox.Options{StateHash: sandbox.StateHash(other)}).Remove(ctx, ids[1])).To(Succeed())
+	})
+})

@@ -1,0 +1,329 @@
+package harness
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/overnight-dev/overnight/harness/gateway"
+	"github.com/overnight-dev/overnight/harness/protocol"
+	"github.com/overnight-dev/overnight/sandbox/agent"
+	"github.com/overnight-dev/overnight/scenarios"
+	"github.com/overnight-dev/overnight/scenarios/cloud"
+	"github.com/overnight-dev/overnight/scenarios/world"
+)
+
+const backendScenario = `apiVersion: overnight/v1
+kind: Scenario
+name: backend-test
+world: cloud
+agent: {builtin: deployer}
+task: {network: n, database: d, migration: 1, service: {name: s, image: i}, dns: s.example.com}
+limits: {horizon: 10d}
+`
+
+// liveRun is a run served by the real gateway on a real unix socket, with
+// the real backend, journal and cloud world — but with no container: the
+// test plays the agent's attempts itself.
+type liveRun struct {
+	h    *Harness
+	r    *run
+	sock string
+	stop func()
+}
+
+func startLiveRun(stateDir string, runID string) *liveRun {
+	ctx := context.Background()
+	h, err := Open(ctx, Options{StateDir: stateDir})
+	Expect(err).NotTo(HaveOccurred())
+	if runID == "" {
+		scen, err := scenarios.Parse("backend-test.yaml", []byte(backendScenario))
+		Expect(err).NotTo(HaveOccurred())
+		runID, err = h.create(ctx, RunRequest{Scenario: scen})
+		Expect(err).NotTo(HaveOccurred())
+	}
+	r, err := h.load(ctx, runID)
+	Expect(err).NotTo(HaveOccurred())
+	dir, err := os.MkdirTemp("", "ovn-bt-")
+	Expect(err).NotTo(HaveOccurred())
+	sock := filepath.Join(dir, gateway.SocketName)
+	l, err := gateway.Listen(sock)
+	Expect(err).NotTo(HaveOccurred())
+	srv := gateway.New(r, nil)
+	go func() { _ = srv.Serve(l) }()
+	lr := &liveRun{h: h, r: r, sock: sock}
+	lr.stop = func() {
+		_ = srv.Close()
+		_ = os.RemoveAll(dir)
+		_ = h.Close()
+	}
+	DeferCleanup(func() { lr.stop() })
+	return lr
+}
+
+func (lr *liveRun) attempt() string {
+	n := len(lr.r.attempts) + 1
+	token, err := lr.r.beginAttempt(context.Background(), n)
+	Expect(err).NotTo(HaveOccurred())
+	return token
+}
+
+func (lr *liveRun) sdk(token string) *agent.Client {
+	c, err := agent.New(agent.Options{Socket: lr.sock, Token: token, RetryFor: 2 * time.Second})
+	Expect(err).NotTo(HaveOccurred())
+	return c
+}
+
+func (lr *liveRun) raw(method, path, token, body string) (int, string) {
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", lr.sock)
+		},
+	}}
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, "http://gateway"+path, rd)
+	Expect(err).NotTo(HaveOccurred())
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := hc.Do(req)
+	Expect(err).NotTo(HaveOccurred())
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	Expect(err).NotTo(HaveOccurred())
+	return resp.StatusCode, string(b)
+}
+
+func (lr *liveRun) ledger() []world.LedgerEntry {
+	l, err := lr.r.world.Ledger(context.Background())
+	Expect(err).NotTo(HaveOccurred())
+	return l
+}
+
+var _ = Describe("the gateway with the real backend, journal and world", func() {
+	var (
+		ctx   context.Context
+		state string
+		lr    *liveRun
+	)
+	BeforeEach(func() {
+		ctx = context.Background()
+		state = GinkgoT().TempDir()
+		lr = startLiveRun(state, "")
+	})
+
+	It("fences a stale attempt's writes with 409 fenced, but lets it read", func() {
+		old := lr.attempt()
+		_, err := lr.sdk(old).Checkpoint(ctx, 1, map[string]int{"x": 1})
+		Expect(err).NotTo(HaveOccurred())
+		cur := lr.attempt()
+
+		status, body := lr.raw("PUT", "/v1/checkpoint", old, `{"step":2,"state":{}}`)
+		Expect(status).To(Equal(409))
+		Expect(body).To(ContainSubstring(`"code":"fenced"`))
+		_, err = lr.sdk(old).Effect(ctx, cloud.KindCreateNetwork, map[string]string{"name": "zombie"})
+		Expect(err).To(MatchError(agent.ErrFenced))
+		Expect(lr.sdk(old).Event(ctx, "progress", "zombie", nil)).To(MatchError(agent.ErrFenced))
+		Expect(lr.ledger()).To(BeEmpty(), "a fenced effect must never reach the world")
+
+		status, _ = lr.raw("GET", "/v1/checkpoint", old, "")
+		Expect(status).To(Equal(200))
+		cp, err := lr.sdk(cur).Resume(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(cp.Step).To(Equal(1))
+	})
+
+	It("refuses a token this run never minted with 401", func() {
+		lr.attempt()
+		status, body := lr.raw("GET", "/v1/run", "0123456789abcdef", "")
+		Expect(status).To(Equal(401))
+		Expect(body).To(ContainSubstring(`"code":"unauthorized"`))
+	})
+
+	It("refuses a stale expect_seq with 409 conflict and accepts a retry of the last write", func() {
+		tok := lr.attempt()
+		status, body := lr.raw("PUT", "/v1/checkpoint", tok, `{"step":1,"state":{"a":1},"expect_seq":0}`)
+		Expect(status).To(Equal(200), body)
+		Expect(body).To(MatchJSON(`{"seq":1}`))
+
+		// The very same request again (a retry after a lost reply) gets its seq back.
+		status, body = lr.raw("PUT", "/v1/checkpoint", tok, `{"step":1,"state":{"a":1},"expect_seq":0}`)
+		Expect(status).To(Equal(200))
+		Expect(body).To(MatchJSON(`{"seq":1}`))
+
+		// A different write based on the stale seq is a conflict.
+		status, body = lr.raw("PUT", "/v1/checkpoint", tok, `{"step":2,"state":{"a":2},"expect_seq":0}`)
+		Expect(status).To(Equal(409))
+		Expect(body).To(ContainSubstring(`"code":"conflict"`))
+		Expect(body).To(ContainSubstring("last checkpoint is seq 1"))
+
+		status, body = lr.raw("PUT", "/v1/checkpoint", tok, `{"step":2,"state":{"a":2},"expect_seq":1}`)
+		Expect(status).To(Equal(200))
+		Expect(body).To(MatchJSON(`{"seq":2}`))
+		status, body = lr.raw("GET", "/v1/checkpoint", tok, "")
+		Expect(status).To(Equal(200))
+		Expect(body).To(MatchJSON(`{"seq":2,"step":2,"state":{"a":2}}`))
+	})
+
+	It("returns a repeated effect key's recorded result without touching the world", func() {
+		c := lr.sdk(lr.attempt())
+		first, err := c.EffectWithKey(ctx, "step-1/0", cloud.KindCreateNetwork, map[string]string{"name": "prod-net"})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(first.Status).To(Equal(protocol.StatusDone))
+		Expect(first.Replayed).To(BeFalse())
+		Expect(lr.ledger()).To(HaveLen(1))
+
+		again, err := c.EffectWithKey(ctx, "step-1/0", cloud.KindCreateNetwork, map[string]string{"name": "prod-net"})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(again.Replayed).To(BeTrue())
+		Expect(again.Result).To(MatchJSON(first.Result))
+		Expect(lr.ledger()).To(HaveLen(1), "the world must not see the repeat")
+
+		// The same key with other arguments is refused, and the world is untouched.
+		_, err = c.EffectWithKey(ctx, "step-1/0", cloud.KindCreateNetwork, map[string]string{"name": "other"})
+		Expect(err).To(MatchError(agent.ErrKeyReused))
+		Expect(lr.ledger()).To(HaveLen(1))
+		Expect(lr.r.effects["step-1/0"].Replays).To(Equal(1))
+	})
+
+	It("replays a permanent refusal, but runs a transient failure again", func() {
+		c := lr.sdk(lr.attempt())
+		bad := map[string]string{"name": "db", "network_id": "net-404"}
+		res, err := c.EffectWithKey(ctx, "k1", cloud.KindCreateDatabase, bad)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res.Status).To(Equal(protocol.StatusFailed))
+		Expect(res.Error.Code).To(Equal("not_found"))
+		Expect(res.Error.Transient).To(BeFalse())
+		res, err = c.EffectWithKey(ctx, "k1", cloud.KindCreateDatabase, bad)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res.Replayed).To(BeTrue())
+		Expect(lr.ledger()).To(HaveLen(1))
+
+		// A transient failure on record is not final: the same key runs again.
+		lr.r.mu.Lock()
+		lr.r.effects["k1"].Error.Transient = true
+		lr.r.mu.Unlock()
+		res, err = c.EffectWithKey(ctx, "k1", cloud.KindCreateDatabase, bad)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res.Replayed).To(BeFalse())
+		Expect(lr.ledger()).To(HaveLen(2))
+	})
+
+	It("runs unkeyed effects unprotected, and the world's ledger shows the duplicate", func() {
+		c := lr.sdk(lr.attempt())
+		for i := 0; i < 2; i++ {
+			res, err := c.EffectUnkeyed(ctx, cloud.KindCreateNetwork, map[string]string{"name": "prod-net"})
+			Expect(err).NotTo(HaveOccurred())
+			Expect(res.Replayed).To(BeFalse())
+		}
+		dups, err := lr.r.world.Duplicates(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(dups).To(HaveLen(1))
+		Expect(dups[0].Count).To(Equal(2))
+		Expect(dups[0].Keys).To(Equal([]string{"unkeyed-1", "unkeyed-2"}))
+	})
+
+	It("advances virtual time on sleep, durably, never past the horizon", func() {
+		c := lr.sdk(lr.attempt())
+		now, err := c.Now(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(now).To(Equal(VirtualEpoch))
+		start := time.Now()
+		now, err = c.Sleep(ctx, 36*time.Hour)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(now).To(Equal(VirtualEpoch.Add(36 * time.Hour)))
+		Expect(time.Since(start)).To(BeNumerically("<", 5*time.Second), "a virtual sleep must not wait in real time")
+		now, err = c.SleepUntil(ctx, VirtualEpoch.Add(time.Hour))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(now).To(Equal(VirtualEpoch.Add(36*time.Hour)), "time never goes back")
+		now, err = c.Sleep(ctx, 30*24*time.Hour)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(now).To(Equal(VirtualEpoch.Add(10 * 24 * time.Hour)))
+		Eventually(lr.r.horizonCh).Should(BeClosed())
+	})
+
+	It("keeps everything acknowledged across a reopen of the state dir", func() {
+		tok := lr.attempt()
+		c := lr.sdk(tok)
+		_, err := c.Resume(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		res, err := c.Effect(ctx, cloud.KindCreateNetwork, map[string]string{"name": "prod-net"})
+		Expect(err).NotTo(HaveOccurred())
+		_, err = c.Checkpoint(ctx, 1, map[string]string{"network_id": "net-1"})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(c.Event(ctx, "progress", "one", map[string]int{"n": 1})).To(Succeed())
+		_, err = c.Sleep(ctx, time.Hour)
+		Expect(err).NotTo(HaveOccurred())
+		id := lr.r.rec.ID
+		lr.stop()
+
+		lr2 := startLiveRun(state, id)
+		Expect(lr2.r.cp.Step).To(Equal(1))
+		Expect(lr2.r.clock).To(Equal(VirtualEpoch.Add(time.Hour)))
+		events, err := scan[EventRecord](lr2.h.j, runPrefix(prefixEvent, id))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(events).To(ContainElement(HaveField("Message", "one")))
+		// The old attempt's token is known and fenced; a new attempt replays.
+		status, _ := lr2.raw("PUT", "/v1/checkpoint", tok, `{"step":2}`)
+		Expect(status).To(Equal(409))
+		c2 := lr2.sdk(lr2.attempt())
+		again, err := c2.EffectWithKey(ctx, "step-1/0", cloud.KindCreateNetwork, map[string]string{"name": "prod-net"})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(again.Replayed).To(BeTrue())
+		Expect(again.Result).To(MatchJSON(res.Result))
+		Expect(lr2.ledger()).To(HaveLen(1))
+	})
+
+	It("reconciles an intent without a result against the world before a retry", func() {
+		id := lr.r.rec.ID
+		lr.attempt()
+		// The harness died after the world executed "k-done" but before the
+		// result was journaled; "k-never" died before the world saw it.
+		for _, k := range []string{"k-done", "k-never"} {
+			lr.r.effectOrder++
+			args := json.RawMessage(`{"name":"` + k + `"}`)
+			rec := &EffectRecord{Key: k, Order: lr.r.effectOrder, Kind: cloud.KindCreateNetwork, Args: args,
+				ArgsHash: hashHex(append([]byte(cloud.KindCreateNetwork+"\x00"), args...)), Status: effectIntent, Attempt: 1}
+			Expect(put(ctx, lr.h.j, effectKey(id, k), rec)).To(Succeed())
+		}
+		_, err := lr.r.world.Execute(ctx, world.Request{Key: "k-done", Kind: cloud.KindCreateNetwork, Args: json.RawMessage(`{"name":"k-done"}`)})
+		Expect(err).NotTo(HaveOccurred())
+		lr.stop()
+
+		lr2 := startLiveRun(state, id)
+		Expect(lr2.r.effects["k-done"].Status).To(Equal(protocol.StatusDone))
+		Expect(lr2.r.effects["k-done"].Reconciled).To(BeTrue())
+		Expect(lr2.r.effects["k-never"].Error.Code).To(Equal("not_executed"))
+		c := lr2.sdk(lr2.attempt())
+		res, err := c.EffectWithKey(ctx, "k-done", cloud.KindCreateNetwork, map[string]string{"name": "k-done"})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res.Replayed).To(BeTrue())
+		res, err = c.EffectWithKey(ctx, "k-never", cloud.KindCreateNetwork, map[string]string{"name": "k-never"})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res.Replayed).To(BeFalse())
+		Expect(res.Status).To(Equal(protocol.StatusDone))
+		Expect(lr2.ledger()).To(HaveLen(2), "each effect reached the world exactly once")
+	})
+
+	It("records the agent's claim once, and closes the run to writes when it ends", func() {
+		c := lr.sdk(lr.attempt())
+		Expect(c.Done(ctx, protocol.OutcomeSuccess, "all good", map[string]string{"dns": "x"})).To(Succeed())
+		Expect(c.Done(ctx, protocol.OutcomeSuccess, "all good", map[string]string{"dns": "x"})).To(Succeed())
+		Eventually(lr.r.doneCh).Should(BeClosed())
+		lr.r.mu.Lock()
+		lr.r.ended = true
+		lr.r.mu.Unlock()
+		_, err := c.Checkpoint(ctx, 9, nil)
+		Expect(err).To(MatchError(ContainSubstring("run_ended")))
+	})
+})

@@ -1,0 +1,725 @@
+// Package harness is overnight's orchestrator: a run's lifecycle and its
+// supervisor (a new attempt, in a new container with a new token, whenever
+// the agent dies), the gateway's backend (durable checkpoints, effects
+// executed once per key against the world, the virtual clock, events), the
+// faults' schedule, and the verdict.
+//
+// Durable state lives in one Badger journal per state dir (harness/journal);
+// nothing is acknowledged to an agent before it is synced there, so the
+// harness itself may die at any instant and Resume continues from the
+// journal alone. The CLI (cmd/overnight) is a thin layer over this package.
+package harness
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/overnight-dev/overnight/chaos"
+	"github.com/overnight-dev/overnight/harness/gateway"
+	"github.com/overnight-dev/overnight/harness/journal"
+	"github.com/overnight-dev/overnight/sandbox"
+	"github.com/overnight-dev/overnight/scenarios"
+	"github.com/overnight-dev/overnight/scenarios/agents"
+	"github.com/overnight-dev/overnight/scenarios/cloud"
+	"github.com/overnight-dev/overnight/scenarios/world"
+)
+
+// DefaultStateDir is the state dir used when Options.StateDir is empty.
+const DefaultStateDir = ".overnight"
+
+// VirtualEpoch is where every run's virtual clock starts, so that two
+// honest runs of the same scenario and seed see the same times.
+var VirtualEpoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// ErrRunNotFound is returned for a run id the state dir does not hold.
+var ErrRunNotFound = errors.New("no such run")
+
+// Options configure a Harness. Zero values take the documented defaults.
+type Options struct {
+	// StateDir holds the journal. Default DefaultStateDir (./.overnight).
+	StateDir string
+	// InitBinary is the static (CGO_ENABLED=0) linux overnight binary
+	// injected into every sandbox as PID 1; built-in agents run from it
+	// too. Default: the running executable. Under `go test` the running
+	// executable is the test binary, so tests must set it.
+	InitBinary string
+	// Docker is the engine client. Default: sandbox.Connect on first use
+	// (commands that need no Docker never connect).
+	Docker sandbox.API
+	// Logger receives diagnostics. Default: discard.
+	Logger *slog.Logger
+	// Progress receives one human-readable line per notable event of a
+	// run (attempts, faults). Default: none.
+	Progress io.Writer
+	// Worlds are the simulated worlds scenarios may name. Default: cloud.
+	Worlds *world.Registry
+	// Faults is the fault catalog. Default: chaos.Default().
+	Faults *chaos.Registry
+	// Crash is what the harness-crash fault calls. Default: SIGKILL this
+	// process. Only tests that cannot afford to die override it.
+	Crash func()
+}
+
+// Harness drives runs in one state dir. One process owns a state dir at a
+// time (Open fails with a journal.LockedError naming the owner's pid).
+type Harness struct {
+	opts  Options
+	j     *journal.Journal
+	log   *slog.Logger
+	state string // absolute state dir
+
+	mu     sync.Mutex
+	docker sandbox.API
+	eng    *sandbox.Engine
+	live   map[string]bool
+}
+
+// Open opens (creating if needed) the state dir's journal and takes
+// ownership of it.
+func Open(ctx context.Context, opts Options) (*Harness, error) {
+	if opts.StateDir == "" {
+		opts.StateDir = DefaultStateDir
+	}
+	abs, err := filepath.Abs(opts.StateDir)
+	if err != nil {
+		return nil, fmt.Errorf("state dir %q: %w", opts.StateDir, err)
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Worlds == nil {
+		opts.Worlds = world.NewRegistry()
+		cloud.Register(opts.Worlds)
+	}
+	if opts.Faults == nil {
+		opts.Faults = chaos.Default()
+	}
+	if opts.Crash == nil {
+		opts.Crash = func() { _ = syscall.Kill(os.Getpid(), syscall.SIGKILL) }
+	}
+	j, err := journal.Open(abs, journal.Options{Logger: opts.Logger})
+	if err != nil {
+		return nil, err
+	}
+	return &Harness{opts: opts, j: j, log: opts.Logger, state: abs, docker: opts.Docker, live: map[string]bool{}}, nil
+}
+
+// Close releases the state dir. Runs must have returned first.
+func (h *Harness) Close() error { return h.j.Close() }
+
+// StateDir returns the absolute state dir.
+func (h *Harness) StateDir() string { return h.state }
+
+// Journal exposes the journal for read-only inspection (tests, reports).
+func (h *Harness) Journal() *journal.Journal { return h.j }
+
+func (h *Harness) progress(format string, args ...any) {
+	if h.opts.Progress != nil {
+		fmt.Fprintf(h.opts.Progress, format+"\n", args...)
+	}
+}
+
+func (h *Harness) crash() error {
+	h.log.Warn("harness-crash fault: killing this process")
+	h.opts.Crash()
+	return nil
+}
+
+func (h *Harness) isLive(runID string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.live[runID]
+}
+
+// engine connects to Docker on first use.
+func (h *Harness) engine(ctx context.Context) (*sandbox.Engine, error) {
+	h.mu.Lock()
+	if h.eng != nil {
+		e := h.eng
+		h.mu.Unlock()
+		return e, nil
+	}
+	api := h.docker
+	h.mu.Unlock()
+	if api == nil {
+		c, err := sandbox.Connect(ctx)
+		if err != nil {
+			return nil, err
+		}
+		api = c
+	}
+	eng := sandbox.New(api, sandbox.Options{StateHash: sandbox.StateHash(h.state), Logger: h.log})
+	h.mu.Lock()
+	if h.eng == nil {
+		h.docker, h.eng = api, eng
+	}
+	eng = h.eng
+	h.mu.Unlock()
+	return eng, nil
+}
+
+// reap keeps the logs of this state dir's orphaned containers (a harness
+// that died leaves its attempt's container running) and removes them.
+func (h *Harness) reap(ctx context.Context, eng *sandbox.Engine) ([]string, error) {
+	boxes, err := eng.List(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	for _, b := range boxes {
+		if h.isLive(b.RunID) || b.Attempt < 1 {
+			continue
+		}
+		var att AttemptRecord
+		found, err := get(h.j, attemptKey(b.RunID, b.Attempt), &att)
+		if err != nil || !found || att.StdoutBlob != "" {
+			continue
+		}
+		_ = eng.Kill(ctx, b.ID, "SIGKILL")
+		stdout, stderr, err := eng.Logs(ctx, b.ID)
+		if err != nil {
+			h.log.Warn("read logs of orphaned container", "container", b.ID, "err", err)
+		}
+		att.StdoutBlob, _ = h.j.PutBlob(ctx, stdout)
+		att.StderrBlob, _ = h.j.PutBlob(ctx, stderr)
+		att.EndedAt = time.Now().UTC()
+		if att.End == "" {
+			att.End = "orphaned: the harness died while it ran; reaped"
+		}
+		if err := put(ctx, h.j, attemptKey(b.RunID, b.Attempt), att); err != nil {
+			h.log.Warn("record orphaned attempt", "run", b.RunID, "attempt", b.Attempt, "err", err)
+		}
+	}
+	return eng.Reap(ctx, h.isLive)
+}
+
+// GC removes leftover containers: this state dir's dead runs', or with all
+// every container labelled overnight.managed=true on the engine.
+func (h *Harness) GC(ctx context.Context, all bool) ([]string, error) {
+	eng, err := h.engine(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if all {
+		return eng.ReapAll(ctx)
+	}
+	return h.reap(ctx, eng)
+}
+
+// RunRequest says what to run.
+type RunRequest struct {
+	Scenario *scenarios.Scenario
+	// Agent names a variant from the scenario's agents ("" = the default).
+	Agent string
+	// Seed drives every random choice. Nil: the scenario's seed, else 1.
+	Seed *int64
+	// Faults replaces the scenario's fault list when non-nil.
+	Faults []chaos.Spec
+	// Timeout overrides the scenario's wall-clock limit when > 0.
+	Timeout time.Duration
+	// MaxAttempts overrides the scenario's limit when > 0.
+	MaxAttempts int
+	// Started, if set, is called with the run id once the run is durable,
+	// before any container starts.
+	Started func(runID string)
+}
+
+func newRunID(now time.Time) (string, error) {
+	b := make([]byte, 3)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	return now.UTC().Format("20060102-150405") + "-" + hex.EncodeToString(b), nil
+}
+
+// Run starts a run and drives it to its verdict.
+func (h *Harness) Run(ctx context.Context, req RunRequest) (*Result, error) {
+	if req.Scenario == nil {
+		return nil, errors.New("run: no scenario")
+	}
+	agentSpec, err := req.Scenario.SelectAgent(req.Agent)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := h.faultSpecs(req); err != nil {
+		return nil, err
+	}
+	// The image comes first, so that an unreachable engine or a bad agent
+	// binary fails before any run is recorded.
+	plan, err := h.plan(ctx, agentSpec)
+	if err != nil {
+		return nil, err
+	}
+	id, err := h.create(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return h.drive(ctx, id, plan)
+}
+
+// faultSpecs returns the run's fault schedule, each checked against the catalog.
+func (h *Harness) faultSpecs(req RunRequest) ([]chaos.Spec, error) {
+	specs := req.Scenario.Faults
+	if req.Faults != nil {
+		specs = req.Faults
+	}
+	for _, s := range specs {
+		if _, err := h.opts.Faults.Build(s); err != nil {
+			return nil, err
+		}
+	}
+	return specs, nil
+}
+
+// create records a new run — its header, fault schedule and clock in one
+// durable commit, before anything is applied — and returns its id.
+func (h *Harness) create(ctx context.Context, req RunRequest) (string, error) {
+	scen := req.Scenario
+	specs, err := h.faultSpecs(req)
+	if err != nil {
+		return "", err
+	}
+	seed := int64(1)
+	if scen.Seed != nil {
+		seed = *scen.Seed
+	}
+	if req.Seed != nil {
+		seed = *req.Seed
+	}
+	timeout, maxAttempts := scen.Limits.Timeout, scen.Limits.MaxAttempts
+	if req.Timeout > 0 {
+		timeout = req.Timeout
+	}
+	if req.MaxAttempts > 0 {
+		maxAttempts = req.MaxAttempts
+	}
+	now := time.Now().UTC()
+	id, err := newRunID(now)
+	if err != nil {
+		return "", fmt.Errorf("mint run id: %w", err)
+	}
+	blob, err := h.j.PutBlob(ctx, scen.Raw)
+	if err != nil {
+		return "", fmt.Errorf("store scenario: %w", err)
+	}
+	rec := RunRecord{
+		ID: id, Scenario: scen.Name, Source: scen.Source, ScenarioBlob: blob, Agent: req.Agent, Seed: seed,
+		Faults: []string{}, Timeout: Duration(timeout), MaxAttempts: maxAttempts, Status: StatusRunning,
+		StartedAt: now, VirtualStart: VirtualEpoch, OwnerPID: os.Getpid(),
+	}
+	var entries []journal.Entry
+	for i, s := range specs {
+		rec.Faults = append(rec.Faults, s.String())
+		e, err := entry(faultKey(id, i), FaultRecord{Index: i, Spec: s.String(), Kind: s.Kind, At: s.Trigger.String()})
+		if err != nil {
+			return "", err
+		}
+		entries = append(entries, e)
+	}
+	for _, kv := range []struct {
+		k []byte
+		v any
+	}{{runKey(id), rec}, {clockKey(id), ClockRecord{Now: VirtualEpoch}}} {
+		e, err := entry(kv.k, kv.v)
+		if err != nil {
+			return "", err
+		}
+		entries = append(entries, e)
+	}
+	if err := h.j.Commit(ctx, entries...); err != nil {
+		return "", fmt.Errorf("record run %s: %w", id, err)
+	}
+	if req.Started != nil {
+		req.Started(id)
+	}
+	h.progress("run %s: scenario %s, seed %d, faults %v", id, scen.Name, seed, rec.Faults)
+	return id, nil
+}
+
+// Resume continues a run from the journal alone: after Ctrl-C, or after
+// the harness itself died. A finished run returns its recorded result.
+func (h *Harness) Resume(ctx context.Context, runID string) (*Result, error) {
+	rec, err := h.runRecord(runID)
+	if err != nil {
+		return nil, err
+	}
+	if rec.Status == StatusFinished && rec.Result != nil {
+		return rec.Result, nil
+	}
+	scen, err := h.scenarioOf(rec)
+	if err != nil {
+		return nil, err
+	}
+	agentSpec, err := scen.SelectAgent(rec.Agent)
+	if err != nil {
+		return nil, err
+	}
+	plan, err := h.plan(ctx, agentSpec)
+	if err != nil {
+		return nil, err
+	}
+	h.progress("resuming run %s after attempt %d", runID, rec.Attempts)
+	return h.drive(ctx, runID, plan)
+}
+
+// runRecord reads a run's header; ErrRunNotFound names the newest run.
+func (h *Harness) runRecord(runID string) (RunRecord, error) {
+	var rec RunRecord
+	found, err := get(h.j, runKey(runID), &rec)
+	if err != nil {
+		return rec, fmt.Errorf("read run %s: %w", runID, err)
+	}
+	if !found {
+		return rec, h.notFound(runID)
+	}
+	return rec, nil
+}
+
+func (h *Harness) notFound(runID string) error {
+	runs, _ := h.Runs()
+	if len(runs) == 0 {
+		return fmt.Errorf("%w %q in state dir %s (it holds no runs; wrong --state?)", ErrRunNotFound, runID, h.state)
+	}
+	return fmt.Errorf("%w %q in state dir %s (newest: %s; list them with `overnight runs`)", ErrRunNotFound, runID, h.state, runs[0].RunID)
+}
+
+func (h *Harness) scenarioOf(rec RunRecord) (*scenarios.Scenario, error) {
+	raw, err := h.j.Blob(rec.ScenarioBlob)
+	if err != nil {
+		return nil, fmt.Errorf("read scenario of run %s: %w", rec.ID, err)
+	}
+	scen, err := scenarios.Parse(rec.Source, raw)
+	if err != nil {
+		return nil, fmt.Errorf("scenario of run %s no longer parses: %w", rec.ID, err)
+	}
+	return scen, nil
+}
+
+// plan prepares the image and command every attempt of a run uses.
+func (h *Harness) plan(ctx context.Context, a scenarios.AgentSpec) (sandboxPlan, error) {
+	initBin := h.opts.InitBinary
+	if initBin == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return sandboxPlan{}, fmt.Errorf("find the overnight binary to inject as the sandbox init: %w", err)
+		}
+		initBin = exe
+	}
+	p := sandboxPlan{env: map[string]string{}}
+	for k, v := range a.Env {
+		p.env[k] = v
+	}
+	spec := sandbox.ImageSpec{InitBinary: initBin}
+	switch {
+	case a.Builtin != "":
+		if _, ok := agents.Lookup(a.Builtin); !ok {
+			return sandboxPlan{}, fmt.Errorf("no built-in agent %q (built-in agents: %v)", a.Builtin, agents.Names())
+		}
+		p.cmd = append([]string{sandbox.InitPath, "agent", a.Builtin}, a.Args...)
+	case a.Binary != "":
+		spec.AgentBinary = a.Binary
+		p.cmd = append([]string{"/agent"}, a.Args...)
+	case a.Image != "":
+		if len(a.Args) == 0 {
+			return sandboxPlan{}, fmt.Errorf("agent image %q: give the command to run inside it as agent.args", a.Image)
+		}
+		spec.BaseImage = a.Image
+		p.cmd = append([]string(nil), a.Args...)
+	default:
+		return sandboxPlan{}, errors.New("the agent has none of builtin, binary or image")
+	}
+	eng, err := h.engine(ctx)
+	if err != nil {
+		return sandboxPlan{}, err
+	}
+	img, err := eng.EnsureImage(ctx, spec)
+	if err != nil {
+		return sandboxPlan{}, err
+	}
+	p.image = img
+	return p, nil
+}
+
+// drive runs a recorded run to its end: world, gateway, supervisor, verdict.
+func (h *Harness) drive(ctx context.Context, runID string, plan sandboxPlan) (*Result, error) {
+	eng, err := h.engine(ctx)
+	if err != nil {
+		return nil, err
+	}
+	h.mu.Lock()
+	if h.live[runID] {
+		h.mu.Unlock()
+		return nil, fmt.Errorf("run %s is already being driven by this process", runID)
+	}
+	h.mu.Unlock()
+	// Whatever dead runs left behind goes first — this run's own orphan of
+	// an earlier, crashed harness included: its logs are kept, then it is
+	// removed.
+	if _, err := h.reap(ctx, eng); err != nil {
+		h.log.Warn("reap", "err", err)
+	}
+	h.mu.Lock()
+	h.live[runID] = true
+	h.mu.Unlock()
+	defer func() {
+		h.mu.Lock()
+		delete(h.live, runID)
+		h.mu.Unlock()
+	}()
+	r, err := h.load(ctx, runID)
+	if err != nil {
+		return nil, err
+	}
+	started := time.Now()
+
+	dir, cleanupDir, err := sandbox.NewSocketDir()
+	if err != nil {
+		return nil, fmt.Errorf("make the gateway socket dir: %w", err)
+	}
+	defer func() {
+		if err := cleanupDir(); err != nil {
+			h.log.Warn("remove socket dir", "dir", dir, "err", err)
+		}
+	}()
+	l, err := gateway.Listen(filepath.Join(dir, gateway.SocketName))
+	if err != nil {
+		return nil, err
+	}
+	srv := gateway.New(r, h.log)
+	go func() {
+		if err := srv.Serve(l); err != nil {
+			h.log.Error("gateway stopped", "err", err)
+		}
+	}()
+	defer srv.Close()
+
+	r.mu.Lock()
+	r.rec.Status, r.rec.OwnerPID, r.rec.SocketDir = StatusRunning, os.Getpid(), dir
+	rec := r.rec
+	r.mu.Unlock()
+	if err := put(ctx, h.j, runKey(runID), rec); err != nil {
+		return nil, fmt.Errorf("record run %s: %w", runID, err)
+	}
+
+	// The wall-clock limit applies to each invocation (run, or resume).
+	rctx, cancel := context.WithTimeoutCause(ctx, time.Duration(rec.Timeout), errWallTimeout)
+	defer cancel()
+	end, err := r.supervise(rctx, plan)
+	if err != nil {
+		status := StatusInterrupted
+		r.mu.Lock()
+		r.ended = true
+		r.rec.Status, r.rec.Reason = status, err.Error()
+		rec := r.rec
+		r.mu.Unlock()
+		if perr := put(context.WithoutCancel(ctx), h.j, runKey(runID), rec); perr != nil {
+			err = errors.Join(err, perr)
+		}
+		h.progress("run %s interrupted after %s; resume with: overnight resume %s", runID, time.Since(started).Round(time.Millisecond), runID)
+		return nil, err
+	}
+	res, err := r.finish(context.WithoutCancel(ctx), end)
+	if err != nil {
+		return nil, err
+	}
+	rmCtx, rmCancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer rmCancel()
+	if err := eng.RemoveVolume(rmCtx, workspaceVolume(runID)); err != nil {
+		h.log.Warn("remove workspace volume", "run", runID, "err", err)
+	}
+	return res, nil
+}
+
+// load rebuilds a run's live state from the journal.
+func (h *Harness) load(ctx context.Context, runID string) (*run, error) {
+	rec, err := h.runRecord(runID)
+	if err != nil {
+		return nil, err
+	}
+	scen, err := h.scenarioOf(rec)
+	if err != nil {
+		return nil, err
+	}
+	task, err := json.Marshal(scen.Task)
+	if err != nil {
+		return nil, fmt.Errorf("encode task: %w", err)
+	}
+	w, err := h.opts.Worlds.Open(ctx, scen.World.Name, h.j, worldPrefix(runID), scen.World.Options)
+	if err != nil {
+		return nil, err
+	}
+	r := &run{
+		h: h, j: h.j, log: h.log.With("run", runID), scen: scen, world: w, task: task, rec: rec,
+		tokens: map[string]int{}, effects: map[string]*EffectRecord{}, killedBy: map[int]string{},
+		doneCh: make(chan struct{}), horizonCh: make(chan struct{}),
+		clock: rec.VirtualStart, horizon: rec.VirtualStart.Add(scen.Limits.Horizon),
+	}
+	if r.attempts, err = scan[AttemptRecord](h.j, runPrefix(prefixAttempt, runID)); err != nil {
+		return nil, fmt.Errorf("read attempts of run %s: %w", runID, err)
+	}
+	// Every earlier attempt is fenced from the moment the run is loaded:
+	// none owns it again, and the next attempt gets a new token.
+	for _, a := range r.attempts {
+		r.tokens[a.TokenHash] = a.N
+	}
+	if _, v, err := h.j.Last(runPrefix(prefixCheckpoint, runID)); err == nil {
+		if err := json.Unmarshal(v, &r.cp); err != nil {
+			return nil, fmt.Errorf("decode last checkpoint of run %s: %w", runID, err)
+		}
+	} else if !errors.Is(err, journal.ErrNotFound) {
+		return nil, fmt.Errorf("read last checkpoint of run %s: %w", runID, err)
+	}
+	if _, v, err := h.j.Last(runPrefix(prefixEvent, runID)); err == nil {
+		var ev EventRecord
+		if err := json.Unmarshal(v, &ev); err != nil {
+			return nil, fmt.Errorf("decode last event of run %s: %w", runID, err)
+		}
+		r.eventSeq = ev.Seq
+	} else if !errors.Is(err, journal.ErrNotFound) {
+		return nil, fmt.Errorf("read last event of run %s: %w", runID, err)
+	}
+	effects, err := scan[EffectRecord](h.j, runPrefix(prefixEffect, runID))
+	if err != nil {
+		return nil, fmt.Errorf("read effects of run %s: %w", runID, err)
+	}
+	for i := range effects {
+		e := &effects[i]
+		r.effects[e.Key] = e
+		r.effectOrder = max(r.effectOrder, e.Order)
+		if e.Unkeyed {
+			r.unkeyed++
+		}
+	}
+	var clk ClockRecord
+	if ok, err := get(h.j, clockKey(runID), &clk); err != nil {
+		return nil, fmt.Errorf("read clock of run %s: %w", runID, err)
+	} else if ok {
+		r.clock = clk.Now
+	}
+	var done DoneRecord
+	if ok, err := get(h.j, doneKey(runID), &done); err != nil {
+		return nil, fmt.Errorf("read done of run %s: %w", runID, err)
+	} else if ok {
+		r.done = &done
+		close(r.doneCh)
+	}
+	faults, err := scan[FaultRecord](h.j, runPrefix(prefixFault, runID))
+	if err != nil {
+		return nil, fmt.Errorf("read faults of run %s: %w", runID, err)
+	}
+	for _, fr := range faults {
+		spec, err := chaos.ParseSpec(fr.Spec)
+		if err != nil {
+			return nil, fmt.Errorf("fault %q of run %s: %w", fr.Spec, runID, err)
+		}
+		f, err := h.opts.Faults.Build(spec)
+		if err != nil {
+			return nil, fmt.Errorf("fault %q of run %s: %w", fr.Spec, runID, err)
+		}
+		r.faults = append(r.faults, &faultState{rec: fr, spec: spec, fault: f})
+	}
+	// Effects in doubt (an intent without a result) are reconciled with the
+	// world before any agent may retry them.
+	keys := make([]string, 0, len(r.effects))
+	for k := range r.effects {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if err := r.reconcile(ctx, r.effects[k]); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+// RunSummary is one line of Runs.
+type RunSummary struct {
+	RunID     string    `json:"run_id"`
+	Scenario  string    `json:"scenario"`
+	Seed      int64     `json:"seed"`
+	Status    string    `json:"status"`
+	Verdict   string    `json:"verdict"`
+	StartedAt time.Time `json:"started_at"`
+	Attempts  int       `json:"attempts"`
+	Reason    string    `json:"reason,omitempty"`
+}
+
+// Runs lists the state dir's runs, newest first. A run recorded as running
+// that no process drives (its harness died) is reported as interrupted.
+func (h *Harness) Runs() ([]RunSummary, error) {
+	recs, err := scan[RunRecord](h.j, []byte(prefixRun))
+	if err != nil {
+		return nil, fmt.Errorf("read runs: %w", err)
+	}
+	out := make([]RunSummary, 0, len(recs))
+	for _, r := range recs {
+		status := r.Status
+		if status == StatusRunning && !h.isLive(r.ID) {
+			status = StatusInterrupted
+		}
+		out = append(out, RunSummary{RunID: r.ID, Scenario: r.Scenario, Seed: r.Seed, Status: status,
+			Verdict: r.Verdict, StartedAt: r.StartedAt, Attempts: r.Attempts, Reason: r.Reason})
+	}
+	sort.SliceStable(out, func(i, k int) bool {
+		if !out[i].StartedAt.Equal(out[k].StartedAt) {
+			return out[i].StartedAt.After(out[k].StartedAt)
+		}
+		return out[i].RunID > out[k].RunID
+	})
+	return out, nil
+}
+
+// AttemptLog is one attempt's kept output.
+type AttemptLog struct {
+	Attempt   int       `json:"attempt"`
+	Container string    `json:"container"`
+	End       string    `json:"end"`
+	ExitCode  *int      `json:"exit_code,omitempty"`
+	StartedAt time.Time `json:"started_at"`
+	EndedAt   time.Time `json:"ended_at,omitzero"`
+	Stdout    string    `json:"stdout"`
+	Stderr    string    `json:"stderr"`
+}
+
+// Logs returns each attempt's stdout and stderr, kept before its container
+// was removed.
+func (h *Harness) Logs(runID string) ([]AttemptLog, error) {
+	if _, err := h.runRecord(runID); err != nil {
+		return nil, err
+	}
+	atts, err := scan[AttemptRecord](h.j, runPrefix(prefixAttempt, runID))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]AttemptLog, 0, len(atts))
+	for _, a := range atts {
+		l := AttemptLog{Attempt: a.N, Container: a.Container, End: a.End, ExitCode: a.ExitCode, StartedAt: a.StartedAt, EndedAt: a.EndedAt}
+		for _, p := range []struct {
+			hash string
+			dst  *string
+		}{{a.StdoutBlob, &l.Stdout}, {a.StderrBlob, &l.Stderr}} {
+			if p.hash == "" {
+				continue
+			}
+			b, err := h.j.Blob(p.hash)
+			if err != nil {
+				return nil, fmt.Errorf("read logs of attempt %d: %w", a.N, err)
+			}
+			*p.dst = string(b)
+		}
+		out = append(out, l)
+	}
+	return out, nil
+}

@@ -1,0 +1,338 @@
+package journal
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	badger "github.com/dgraph-io/badger/v4"
+)
+
+// Entry is one key/value write inside an atomic commit.
+type Entry struct{ Key, Value []byte }
+
+// request is one Commit call on its way through the committer.
+type request struct {
+	ctx     context.Context
+	entries []Entry
+	cost    int64      // Badger's transaction-size estimate for entries
+	done    chan error // buffered: the committer never blocks on a caller that left
+}
+
+// entryCost mirrors Badger's txn.checkSize for a value kept in the LSM tree
+// (every value here is below valueThreshold): key + value + 2 meta bytes + 10
+// bytes of version.
+func entryCost(e Entry) int64 { return int64(len(e.Key)) + int64(len(e.Value)) + 12 }
+
+// Commit writes all entries atomically and returns nil only after they are
+// durable: written to Badger and covered by a Syncer.Sync that started after
+// the write and returned nil. Concurrent callers share writes and syncs through
+// one committer goroutine (group commit).
+//
+// Commit copies entries, so the caller may reuse them as soon as it returns.
+// With no entries it returns nil at once.
+//
+// An error means the outcome is unknown unless it says otherwise: if ctx ends
+// while Commit waits, it returns ctx.Err() and the entries may or may not
+// become durable (they may already be in a group being written). Errors
+// matching ErrInvalidKey or ErrTooLarge are found before anything is queued:
+// nothing was written; so is ErrClosed (the journal was closing before the
+// committer took the request). After a failed sync, Commit returns an error
+// matching ErrSyncFailed (see there).
+func (j *Journal) Commit(ctx context.Context, entries ...Entry) error {
+	return j.commit(ctx, false, entries)
+}
+
+func (j *Journal) commit(ctx context.Context, internal bool, entries []Entry) error {
+	r, err := j.newRequest(ctx, internal, entries)
+	if err != nil || r == nil {
+		return err
+	}
+	j.inflight.Add(1)
+	defer j.inflight.Add(-1)
+	if err := j.enqueue(r); err != nil {
+		return err
+	}
+	select {
+	case err := <-r.done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// newRequest validates entries and copies them into one buffer owned by the
+// request. It returns nil, nil for an empty commit.
+func (j *Journal) newRequest(ctx context.Context, internal bool, entries []Entry) (*request, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if j.isClosing() {
+		return nil, ErrClosed
+	}
+	if len(entries) == 0 {
+		return nil, nil
+	}
+	var cost, size int64
+	for _, e := range entries {
+		if err := j.validate(e, internal); err != nil {
+			return nil, err
+		}
+		cost += entryCost(e)
+		size += int64(len(e.Key) + len(e.Value))
+	}
+	if cost >= j.maxTxnSize || int64(len(entries)) >= j.maxTxnCount {
+		return nil, fmt.Errorf("commit of %d entries (%d bytes) exceeds one atomic write (%d bytes, %d entries): %w; split it into smaller commits or store large values with PutBlob",
+			len(entries), size, j.maxTxnSize, j.maxTxnCount, ErrTooLarge)
+	}
+	buf := make([]byte, 0, size)
+	owned := make([]Entry, len(entries))
+	for i, e := range entries {
+		buf = append(buf, e.Key...)
+		k := buf[len(buf)-len(e.Key):]
+		buf = append(buf, e.Value...)
+		owned[i] = Entry{Key: k, Value: buf[len(buf)-len(e.Value):]}
+	}
+	return &request{ctx: ctx, entries: owned, cost: cost, done: make(chan error, 1)}, nil
+}
+
+func (j *Journal) validate(e Entry, internal bool) error {
+	switch {
+	case len(e.Key) == 0:
+		return fmt.Errorf("commit: empty key: %w", ErrInvalidKey)
+	case len(e.Key) > MaxKeySize:
+		return fmt.Errorf("commit key %.40q...: %d bytes, limit %d: %w", e.Key, len(e.Key), MaxKeySize, ErrInvalidKey)
+	case bytes.HasPrefix(e.Key, []byte("!badger!")):
+		return fmt.Errorf("commit key %q: prefix !badger! belongs to Badger: %w", e.Key, ErrInvalidKey)
+	case !internal && (bytes.HasPrefix(e.Key, metaPrefix) || bytes.HasPrefix(e.Key, blobPrefix)):
+		return fmt.Errorf("commit key %q: prefixes %q and %q are reserved for the journal itself; use another prefix (blobs go through PutBlob): %w",
+			e.Key, metaPrefix, blobPrefix, ErrInvalidKey)
+	case len(e.Value) > MaxValueSize:
+		// Also for the journal's own writes: every value must stay below
+		// Badger's value threshold (see badgerOptions).
+		return fmt.Errorf("commit key %q: value of %d bytes exceeds %d: %w; store it with PutBlob and commit its hash",
+			e.Key, len(e.Value), MaxValueSize, ErrTooLarge)
+	}
+	return nil
+}
+
+func (j *Journal) isClosing() bool {
+	select {
+	case <-j.closing:
+		return true
+	default:
+		return false
+	}
+}
+
+// enqueue hands r to the committer, or gives up when the journal closes or
+// r.ctx ends; then the committer never saw r and nothing of it is written.
+func (j *Journal) enqueue(r *request) error {
+	select {
+	case j.reqs <- r:
+		return nil
+	case <-j.closing:
+		return ErrClosed
+	case <-r.ctx.Done():
+		return r.ctx.Err()
+	}
+}
+
+// run is the committer: the only goroutine that writes to Badger. It takes the
+// first waiting request, then every other request already waiting, up to
+// maxBatch entries, writes them in one transaction, syncs once and only then
+// acknowledges them.
+//
+// Collecting the group does not block, with one bounded exception: when more
+// callers are inside Commit than are queued, it waits at most stragglerWait in
+// total for them. Without it, writers released by one sync re-queue a few
+// microseconds too late for the next group, and 32 writers settle into two
+// alternating groups of ~16, halving throughput. A lone writer never waits.
+//
+// It does not pipeline (write group N+1 while group N syncs). With the default
+// Syncer that would be unsafe: (*badger.DB).Sync syncs the memtable that is
+// current when it runs, and the write of group N+1 may rotate the memtable that
+// holds group N before that sync starts, leaving group N unsynced. Writing and
+// syncing strictly in turn means the memtable holding the latest write is
+// always the one synced (Badger rotates only at the start of a write).
+func (j *Journal) run() {
+	defer close(j.stopped)
+	straggle := time.NewTimer(time.Hour)
+	straggle.Stop()
+	var carry *request
+	for {
+		first := carry
+		carry = nil
+		if first == nil {
+			select {
+			case first = <-j.reqs:
+			case <-j.closing:
+				j.drain()
+				return
+			}
+		}
+		group := []*request{first}
+		n := len(first.entries)
+		waiting := false // the straggler timer is running
+	fill:
+		for n < j.maxBatch {
+			var r *request
+			select {
+			case r = <-j.reqs:
+			default:
+				// Nobody else is queued. If more callers are inside Commit
+				// than the group holds, they are on their way (typically the
+				// writers the previous sync just released): give them, all
+				// together, at most stragglerWait to join.
+				if int64(len(group)) >= j.inflight.Load() {
+					break fill
+				}
+				if !waiting {
+					straggle.Reset(stragglerWait)
+					waiting = true
+				}
+				select {
+				case r = <-j.reqs:
+				case <-straggle.C:
+					waiting = false
+					break fill
+				}
+			}
+			if n+len(r.entries) > j.maxBatch {
+				carry = r
+				break fill
+			}
+			group = append(group, r)
+			n += len(r.entries)
+		}
+		if waiting {
+			straggle.Stop()
+		}
+		j.commitGroup(group)
+	}
+}
+
+// drain completes the requests that reach the committer after Close began;
+// callers not yet taken see the closed channel and get ErrClosed.
+func (j *Journal) drain() {
+	for {
+		var group []*request
+		n := 0
+	fill:
+		for n < j.maxBatch {
+			select {
+			case r := <-j.reqs:
+				group = append(group, r)
+				n += len(r.entries)
+			default:
+				break fill
+			}
+		}
+		if len(group) == 0 {
+			return
+		}
+		j.commitGroup(group)
+	}
+}
+
+// commitGroup writes a group as few transactions as Badger's size limit
+// allows, never splitting a request. Each transaction is synced before the
+// next is written (see run), and its requests are acknowledged after its sync.
+func (j *Journal) commitGroup(group []*request) {
+	var batch []*request
+	var cost, count int64
+	for _, r := range group {
+		if err := r.ctx.Err(); err != nil {
+			// Its caller has already returned ctx.Err(); writing it now would
+			// only make an abandoned commit durable.
+			r.done <- err
+			continue
+		}
+		n := int64(len(r.entries))
+		if len(batch) > 0 && (cost+r.cost >= j.maxTxnSize || count+n >= j.maxTxnCount) {
+			j.writeAndSync(batch)
+			batch, cost, count = nil, 0, 0
+		}
+		batch = append(batch, r)
+		cost += r.cost
+		count += n
+	}
+	if len(batch) > 0 {
+		j.writeAndSync(batch)
+	}
+}
+
+// writeAndSync writes batch in one Badger transaction, calls Syncer.Sync once
+// and acknowledges every request with the outcome.
+func (j *Journal) writeAndSync(batch []*request) {
+	if j.syncErr != nil {
+		ack(batch, j.syncErr)
+		return
+	}
+	txn := j.db.NewTransaction(true)
+	defer func() { txn.Discard() }() // txn may be replaced below
+	var accepted []*request
+	for _, r := range batch {
+		if err := setAll(txn, r); err != nil {
+			// Not expected: newRequest checked keys and sizes with Badger's own
+			// rules. Reject this request alone and rebuild the transaction from
+			// the ones accepted so far, so it holds no part of r.
+			r.done <- fmt.Errorf("stage commit of %d entries in journal %s: %w", len(r.entries), j.dir, err)
+			txn.Discard()
+			txn = j.db.NewTransaction(true)
+			for _, a := range accepted {
+				if err := setAll(txn, a); err != nil {
+					ack(accepted, fmt.Errorf("re-stage commit group in journal %s: %w", j.dir, err))
+					return
+				}
+			}
+			continue
+		}
+		accepted = append(accepted, r)
+	}
+	if len(accepted) == 0 {
+		return
+	}
+	if err := txn.Commit(); err != nil {
+		ack(accepted, fmt.Errorf("write %d commits to journal %s: %w; their outcome is unknown", len(accepted), j.dir, err))
+		return
+	}
+	if err := j.syncer.Sync(); err != nil {
+		j.syncErr = fmt.Errorf("sync journal %s: %w: %w; reopen the journal to continue", j.dir, ErrSyncFailed, err)
+		ack(accepted, j.syncErr)
+		return
+	}
+	var entries uint64
+	for _, r := range accepted {
+		entries += uint64(len(r.entries))
+	}
+	j.syncs.Add(1)
+	j.commits.Add(uint64(len(accepted)))
+	j.entries.Add(entries)
+	ack(accepted, nil)
+}
+
+func setAll(txn *badger.Txn, r *request) error {
+	for _, e := range r.entries {
+		if err := txn.Set(e.Key, e.Value); err != nil {
+			if errors.Is(err, badger.ErrTxnTooBig) {
+				return fmt.Errorf("%w: %w", ErrTooLarge, err)
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+func ack(batch []*request, err error) {
+	for _, r := range batch {
+		r.done <- err
+	}
+}
+
+// stragglerWait bounds how long the committer waits for callers that are
+// inside Commit but not yet queued. It is paid only when such callers exist;
+// a lone writer never waits.
+const stragglerWait = 50 * time.Microsecond

@@ -1,0 +1,381 @@
+// Package agent is the Go SDK an agent imports to talk to the overnight
+// gateway from inside its sandbox: the inside half of the one mediated
+// boundary. It wraps gateway protocol v1 (plain HTTP+JSON over the unix
+// socket in $OVERNIGHT_SOCKET, or http://127.0.0.1:7070 through the
+// sandbox's init relay) with three conveniences:
+//
+//   - Resume and Checkpoint track the last checkpoint's seq, so every
+//     checkpoint is written with expect_seq and a retry of it is safe;
+//   - Effect derives a stable idempotency key from the checkpointed step
+//     ("step-3/0", then "step-3/1" for the next effect of the same step),
+//     so an effect repeated after a crash returns its recorded result
+//     instead of acting twice;
+//   - calls are retried across transport failures (a restarted harness, a
+//     dropped link) for a bounded time, but only when a retry is safe.
+//
+// The SDK is a convenience, not the only door: any HTTP client works.
+package agent
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/overnight-dev/overnight/harness/protocol"
+)
+
+// Sentinel errors callers branch on; *APIError matches them with errors.Is.
+var (
+	// ErrFenced: a newer attempt owns the run; this process must stop.
+	ErrFenced = errors.New("fenced: a newer attempt owns this run")
+	// ErrConflict: the checkpoint moved since this agent last read it.
+	ErrConflict = errors.New("checkpoint conflict")
+	// ErrKeyReused: the same idempotency key was sent with other arguments.
+	ErrKeyReused = errors.New("idempotency key reused with different arguments")
+	// ErrUnavailable: the gateway could not be reached within RetryFor.
+	ErrUnavailable = errors.New("gateway unavailable")
+)
+
+// APIError is a non-2xx reply of the gateway.
+type APIError struct {
+	Status  int
+	Code    string
+	Message string
+	Path    string
+}
+
+func (e *APIError) Error() string {
+	return fmt.Sprintf("gateway %s: %d %s: %s", e.Path, e.Status, e.Code, e.Message)
+}
+
+// Is maps protocol codes to the package's sentinels.
+func (e *APIError) Is(target error) bool {
+	switch target {
+	case ErrFenced:
+		return e.Code == protocol.CodeFenced
+	case ErrConflict:
+		return e.Code == protocol.CodeConflict
+	case ErrKeyReused:
+		return e.Code == protocol.CodeKeyReused
+	}
+	return false
+}
+
+// Options configure a Client. Zero values take the documented defaults.
+type Options struct {
+	// Socket is the gateway's unix socket path. Default $OVERNIGHT_SOCKET.
+	Socket string
+	// URL is used when Socket is empty. Default $OVERNIGHT_URL.
+	URL string
+	// Token is the attempt's bearer token. Default $OVERNIGHT_TOKEN.
+	Token string
+	// RetryFor bounds how long a call keeps retrying transport failures.
+	// Default 2 minutes.
+	RetryFor time.Duration
+	// HTTPClient overrides the transport entirely (tests).
+	HTTPClient *http.Client
+}
+
+// Client talks to the gateway. It is safe for concurrent use, but the
+// step-derived keys of Effect assume one logical thread of work.
+type Client struct {
+	http     *http.Client
+	base     string
+	token    string
+	retryFor time.Duration
+
+	mu      sync.Mutex
+	seq     int64 // seq of the last checkpoint read or written
+	step    int   // step of that checkpoint
+	effectN int   // effects sent since that checkpoint
+	known   bool  // seq/step come from the gateway (Resume or Checkpoint)
+}
+
+// FromEnv builds a Client from the environment the harness sets.
+func FromEnv() (*Client, error) { return New(Options{}) }
+
+// New builds a Client.
+func New(opts Options) (*Client, error) {
+	if opts.Socket == "" && opts.URL == "" {
+		opts.Socket = os.Getenv(protocol.EnvSocket)
+		opts.URL = os.Getenv(protocol.EnvURL)
+	}
+	if opts.Token == "" {
+		opts.Token = os.Getenv(protocol.EnvToken)
+	}
+	if opts.RetryFor == 0 {
+		opts.RetryFor = 2 * time.Minute
+	}
+	if opts.Token == "" {
+		return nil, fmt.Errorf("agent: no gateway token: $%s is empty (is this running inside an overnight sandbox?)", protocol.EnvToken)
+	}
+	c := &Client{token: opts.Token, retryFor: opts.RetryFor, http: opts.HTTPClient}
+	switch {
+	case opts.Socket != "":
+		c.base = "http://gateway"
+		if c.http == nil {
+			sock := opts.Socket
+			c.http = &http.Client{Transport: &http.Transport{
+				DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+					var d net.Dialer
+					return d.DialContext(ctx, "unix", sock)
+				},
+				MaxIdleConns:    4,
+				IdleConnTimeout: 30 * time.Second,
+			}}
+		}
+	case opts.URL != "":
+		c.base = strings.TrimRight(opts.URL, "/")
+		if c.http == nil {
+			c.http = &http.Client{Transport: &http.Transport{MaxIdleConns: 4, IdleConnTimeout: 30 * time.Second}}
+		}
+	default:
+		return nil, fmt.Errorf("agent: no gateway address: set $%s or $%s", protocol.EnvSocket, protocol.EnvURL)
+	}
+	return c, nil
+}
+
+// retryMode says when a failed request may be sent again.
+type retryMode int
+
+const (
+	retrySafe     retryMode = iota // idempotent: retry any transport failure
+	retryDialOnly                  // not idempotent: retry only if the request never left
+)
+
+// do sends one call and decodes the reply into out (if non-nil).
+func (c *Client) do(ctx context.Context, method, path string, body, out any, mode retryMode) error {
+	var payload []byte
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return fmt.Errorf("agent: encode %s %s: %w", method, path, err)
+		}
+		payload = b
+	}
+	deadline := time.Now().Add(c.retryFor)
+	backoff := 50 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		retry, err := c.once(ctx, method, path, payload, out, mode)
+		if err == nil || !retry {
+			return err
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if time.Now().Add(backoff).After(deadline) {
+			return fmt.Errorf("agent: %s %s: %w after %d tries over %s: %v", method, path, ErrUnavailable, attempt, c.retryFor, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, time.Second)
+	}
+}
+
+func (c *Client) once(ctx context.Context, method, path string, payload []byte, out any, mode retryMode) (retry bool, err error) {
+	var rd io.Reader
+	if payload != nil {
+		rd = bytes.NewReader(payload)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
+	if err != nil {
+		return false, fmt.Errorf("agent: build %s %s: %w", method, path, err)
+	}
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	if payload != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return false, ctx.Err()
+		}
+		var op *net.OpError
+		dialFailed := errors.As(err, &op) && op.Op == "dial"
+		return mode == retrySafe || dialFailed, fmt.Errorf("agent: %s %s: %w", method, path, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return mode == retrySafe, fmt.Errorf("agent: read reply of %s %s: %w", method, path, err)
+	}
+	if resp.StatusCode/100 != 2 {
+		var eb protocol.ErrorBody
+		_ = json.Unmarshal(data, &eb)
+		apiErr := &APIError{Status: resp.StatusCode, Code: eb.Error.Code, Message: eb.Error.Message, Path: path}
+		if apiErr.Code == "" {
+			apiErr.Message = strings.TrimSpace(string(data))
+		}
+		return resp.StatusCode == http.StatusServiceUnavailable, apiErr
+	}
+	if out != nil {
+		if err := json.Unmarshal(data, out); err != nil {
+			return false, fmt.Errorf("agent: decode reply of %s %s: %w", method, path, err)
+		}
+	}
+	return false, nil
+}
+
+// Run returns who this agent is, which attempt, its task and lessons.
+func (c *Client) Run(ctx context.Context) (protocol.RunInfo, error) {
+	var info protocol.RunInfo
+	err := c.do(ctx, http.MethodGet, "/v1/run", nil, &info, retrySafe)
+	return info, err
+}
+
+// Resume returns the last durable checkpoint (seq 0 and null state before
+// the first) and makes it the base of later Checkpoint and Effect calls.
+func (c *Client) Resume(ctx context.Context) (protocol.Checkpoint, error) {
+	var cp protocol.Checkpoint
+	if err := c.do(ctx, http.MethodGet, "/v1/checkpoint", nil, &cp, retrySafe); err != nil {
+		return cp, err
+	}
+	c.mu.Lock()
+	c.seq, c.step, c.effectN, c.known = cp.Seq, cp.Step, 0, true
+	c.mu.Unlock()
+	return cp, nil
+}
+
+// Checkpoint durably records step and state, expecting the checkpoint read
+// by Resume or written by the previous Checkpoint (409 conflict otherwise).
+// It returns the new seq. Retrying it after a lost reply is safe.
+func (c *Client) Checkpoint(ctx context.Context, step int, state any) (int64, error) {
+	raw, err := json.Marshal(state)
+	if err != nil {
+		return 0, fmt.Errorf("agent: encode checkpoint state of step %d: %w", step, err)
+	}
+	c.mu.Lock()
+	req := protocol.PutCheckpoint{Step: step, State: raw}
+	if c.known {
+		expect := c.seq
+		req.ExpectSeq = &expect
+	}
+	c.mu.Unlock()
+	var ack protocol.CheckpointAck
+	if err := c.do(ctx, http.MethodPut, "/v1/checkpoint", req, &ack, retrySafe); err != nil {
+		return 0, err
+	}
+	c.mu.Lock()
+	c.seq, c.step, c.effectN, c.known = ack.Seq, step, 0, true
+	c.mu.Unlock()
+	return ack.Seq, nil
+}
+
+// Step returns the step of the last checkpoint this client read or wrote.
+func (c *Client) Step() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.step
+}
+
+// NextKey returns the key Effect will use next: "step-<S+1>/<n>", where S
+// is the last checkpointed step and n counts the effects sent since.
+func (c *Client) NextKey() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return fmt.Sprintf("step-%d/%d", c.step+1, c.effectN)
+}
+
+// Effect asks the world to act, under a key derived from the checkpointed
+// step (see NextKey). A failed effect is returned as a result with status
+// "failed", not as an error.
+func (c *Client) Effect(ctx context.Context, kind string, args any) (protocol.EffectResult, error) {
+	c.mu.Lock()
+	key := fmt.Sprintf("step-%d/%d", c.step+1, c.effectN)
+	c.effectN++
+	c.mu.Unlock()
+	return c.EffectWithKey(ctx, key, kind, args)
+}
+
+// EffectWithKey asks the world to act under the caller's idempotency key.
+// A repeat of the key with the same arguments returns the recorded result.
+func (c *Client) EffectWithKey(ctx context.Context, key, kind string, args any) (protocol.EffectResult, error) {
+	return c.effect(ctx, key, kind, args, retrySafe)
+}
+
+// EffectUnkeyed asks the world to act with no idempotency key: nothing
+// protects it from running twice, and the harness reports it as unkeyed.
+// It is retried only when the request certainly never left.
+func (c *Client) EffectUnkeyed(ctx context.Context, kind string, args any) (protocol.EffectResult, error) {
+	return c.effect(ctx, "", kind, args, retryDialOnly)
+}
+
+func (c *Client) effect(ctx context.Context, key, kind string, args any, mode retryMode) (protocol.EffectResult, error) {
+	raw, err := json.Marshal(args)
+	if err != nil {
+		return protocol.EffectResult{}, fmt.Errorf("agent: encode args of %s: %w", kind, err)
+	}
+	var res protocol.EffectResult
+	err = c.do(ctx, http.MethodPost, "/v1/effects", protocol.EffectRequest{Key: key, Kind: kind, Args: raw}, &res, mode)
+	return res, err
+}
+
+// Now returns the run's virtual time.
+func (c *Client) Now(ctx context.Context) (time.Time, error) {
+	var clk protocol.Clock
+	err := c.do(ctx, http.MethodGet, "/v1/clock", nil, &clk, retrySafe)
+	return clk.Now, err
+}
+
+// SleepUntil waits until the run's virtual time reaches t.
+func (c *Client) SleepUntil(ctx context.Context, t time.Time) (time.Time, error) {
+	var clk protocol.Clock
+	err := c.do(ctx, http.MethodPost, "/v1/sleep", protocol.SleepRequest{Until: &t}, &clk, retrySafe)
+	return clk.Now, err
+}
+
+// Sleep waits d of virtual time. It reads the clock and sleeps until
+// now+d, so a retry does not sleep twice.
+func (c *Client) Sleep(ctx context.Context, d time.Duration) (time.Time, error) {
+	now, err := c.Now(ctx)
+	if err != nil {
+		return time.Time{}, err
+	}
+	return c.SleepUntil(ctx, now.Add(d))
+}
+
+// Event records a trajectory event (progress, a thought, an error).
+func (c *Client) Event(ctx context.Context, typ, message string, data any) error {
+	var raw json.RawMessage
+	if data != nil {
+		b, err := json.Marshal(data)
+		if err != nil {
+			return fmt.Errorf("agent: encode event %s: %w", typ, err)
+		}
+		raw = b
+	}
+	return c.do(ctx, http.MethodPost, "/v1/events", protocol.Event{Type: typ, Message: message, Data: raw}, nil, retrySafe)
+}
+
+// Done records the agent's own claim of success or failure. The harness
+// judges the claim against the world.
+func (c *Client) Done(ctx context.Context, outcome, summary string, claims any) error {
+	var raw json.RawMessage
+	if claims != nil {
+		b, err := json.Marshal(claims)
+		if err != nil {
+			return fmt.Errorf("agent: encode claims: %w", err)
+		}
+		raw = b
+	}
+	return c.do(ctx, http.MethodPost, "/v1/done", protocol.Done{Outcome: outcome, Summary: summary, Claims: raw}, nil, retrySafe)
+}
+
+// Attempt returns $OVERNIGHT_ATTEMPT, or 0 when unset.
+func Attempt() int {
+	n, _ := strconv.Atoi(os.Getenv(protocol.EnvAttempt))
+	return n
+}

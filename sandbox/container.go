@@ -1,0 +1,392 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/mount"
+	"github.com/docker/docker/api/types/volume"
+	"github.com/docker/docker/pkg/stdcopy"
+)
+
+// Limits are a sandbox's resource limits. Zero fields take the defaults.
+type Limits struct {
+	// MemoryBytes caps memory, tmpfs contents included; swap is disabled. Default 256 MiB.
+	MemoryBytes int64
+	// PIDs caps the number of processes and threads. Default 256.
+	PIDs int64
+	// NanoCPUs caps CPU time, in billionths of a CPU. Default 1e9 (one CPU).
+	NanoCPUs int64
+	// TmpBytes caps the tmpfs at /tmp (and at /workspace without a workspace volume).
+	// Default 64 MiB.
+	TmpBytes int64
+}
+
+// Default limits.
+const (
+	DefaultMemoryBytes = 256 << 20
+	DefaultPIDs        = 256
+	DefaultNanoCPUs    = 1_000_000_000
+	DefaultTmpBytes    = 64 << 20
+)
+
+func (l Limits) withDefaults() Limits {
+	if l.MemoryBytes <= 0 {
+		l.MemoryBytes = DefaultMemoryBytes
+	}
+	if l.PIDs <= 0 {
+		l.PIDs = DefaultPIDs
+	}
+	if l.NanoCPUs <= 0 {
+		l.NanoCPUs = DefaultNanoCPUs
+	}
+	if l.TmpBytes <= 0 {
+		l.TmpBytes = DefaultTmpBytes
+	}
+	return l
+}
+
+// Spec describes one sandbox: one attempt of one run.
+type Spec struct {
+	// RunID is required; it names the container and labels it (LabelRun).
+	RunID string
+	// Attempt is the attempt number (LabelAttempt); each attempt is a new container.
+	Attempt int
+	// Image is required: usually the reference EnsureImage returned.
+	Image string
+	// Cmd is the agent command, e.g. ["/overnight","agent","deployer"]; the image's init runs
+	// it. Empty means the image's default command.
+	Cmd []string
+	// Env is the container's whole environment (besides what the image sets): nothing of the
+	// host's environment is passed. The harness sets OVERNIGHT_SOCKET, OVERNIGHT_URL and
+	// OVERNIGHT_TOKEN here.
+	Env map[string]string
+	// SocketDir is the host directory (see NewSocketDir) bind-mounted read-write at GatewayDir.
+	// Empty means no gateway.
+	SocketDir string
+	// Workspace, when set, is a named volume mounted at WorkspacePath, created with this run's
+	// labels if missing and kept across attempts. Empty means a tmpfs at WorkspacePath that
+	// lives and dies with the container.
+	Workspace string
+	// Limits are the resource limits; zero fields take the defaults.
+	Limits Limits
+	// User is the numeric user:group the agent runs as. Default DefaultUser ("65534:65534").
+	// It can never be root: see the hardening in Create.
+	User string
+	// Labels are extra labels for the container and its workspace volume. The ownership labels
+	// (overnight.*) always take the values Create gives them.
+	Labels map[string]string
+}
+
+// Sandbox is one container created by an Engine.
+type Sandbox struct {
+	ID      string
+	Name    string
+	RunID   string
+	Attempt int
+	// State is the engine's word for it when listed ("created", "running", "exited", ...);
+	// empty from Create.
+	State string
+}
+
+// Create creates (but does not start) the sandbox for spec, with the hardening defaults: no
+// network (NetworkMode none: loopback only), a read-only root filesystem with a tmpfs /tmp, all
+// capabilities dropped, no-new-privileges, a non-root user, memory (without swap), pids and CPU
+// limits, restart policy "no", bounded json-file logs, and the ownership labels. Its name is
+// "overnight-<run>-<attempt>", sanitised for Docker.
+func (e *Engine) Create(ctx context.Context, spec Spec) (*Sandbox, error) {
+	name := ContainerName(spec.RunID, spec.Attempt)
+	if err := spec.validate(); err != nil {
+		return nil, fmt.Errorf("create sandbox %s: %w", name, err)
+	}
+	limits := spec.Limits.withDefaults()
+	user := spec.User
+	if user == "" {
+		user = DefaultUser
+	}
+	labels := e.labels(spec.RunID, spec.Labels)
+	labels[LabelAttempt] = strconv.Itoa(spec.Attempt)
+
+	tmpfs := map[string]string{"/tmp": tmpfsOptions(limits.TmpBytes, "", 0o1777)}
+	var mounts []mount.Mount
+	if spec.SocketDir != "" {
+		dir, err := filepath.Abs(spec.SocketDir)
+		if err != nil {
+			return nil, fmt.Errorf("create sandbox %s: socket dir %s: %w", name, spec.SocketDir, err)
+		}
+		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: dir, Target: GatewayDir})
+	}
+	if spec.Workspace != "" {
+		// Creating an existing volume returns it unchanged: one call, no inspect.
+		if _, err := e.api.VolumeCreate(ctx, volume.CreateOptions{Name: spec.Workspace, Labels: e.labels(spec.RunID, spec.Labels)}); err != nil {
+			return nil, wrap("create sandbox "+name+": create workspace volume", spec.Workspace, err)
+		}
+		mounts = append(mounts, mount.Mount{Type: mount.TypeVolume, Source: spec.Workspace, Target: WorkspacePath})
+	} else {
+		tmpfs[WorkspacePath] = tmpfsOptions(limits.TmpBytes, user, 0o755)
+	}
+
+	pids := limits.PIDs
+	cfg := &container.Config{
+		Image:  spec.Image,
+		Cmd:    spec.Cmd,
+		Env:    envList(spec.Env),
+		User:   user,
+		Labels: labels,
+	}
+	host := &container.HostConfig{
+		NetworkMode:    "none",
+		ReadonlyRootfs: true,
+		Tmpfs:          tmpfs,
+		Mounts:         mounts,
+		CapDrop:        []string{"ALL"},
+		SecurityOpt:    []string{"no-new-privileges"},
+		Privileged:     false,
+		RestartPolicy:  container.RestartPolicy{Name: container.RestartPolicyDisabled},
+		AutoRemove:     false,
+		IpcMode:        container.IPCModePrivate,
+		LogConfig: container.LogConfig{Type: "json-file", Config: map[string]string{
+			"max-size": "8m", "max-file": "2",
+		}},
+		Resources: container.Resources{
+			Memory:     limits.MemoryBytes,
+			MemorySwap: limits.MemoryBytes, // equal to Memory: no swap
+			PidsLimit:  &pids,
+			NanoCPUs:   limits.NanoCPUs,
+		},
+	}
+	resp, err := e.api.ContainerCreate(ctx, cfg, host, nil, nil, name)
+	if err != nil {
+		if cerrdefs.IsConflict(err) {
+			return nil, fmt.Errorf("create sandbox %s: %w: %w; remove the leftover (Reap, or `overnight gc`) and retry", name, ErrNameInUse, err)
+		}
+		return nil, wrap("create sandbox", name+" from image "+spec.Image, err)
+	}
+	for _, w := range resp.Warnings {
+		e.log.Warn("engine warning creating sandbox", "sandbox", name, "warning", w)
+	}
+	e.log.Debug("created sandbox", "sandbox", name, "id", resp.ID)
+	return &Sandbox{ID: resp.ID, Name: name, RunID: spec.RunID, Attempt: spec.Attempt}, nil
+}
+
+func (s Spec) validate() error {
+	switch {
+	case s.RunID == "":
+		return fmt.Errorf("%w: RunID is required", ErrInvalidSpec)
+	case s.Image == "":
+		return fmt.Errorf("%w: Image is required (see EnsureImage)", ErrInvalidSpec)
+	case s.Attempt < 0:
+		return fmt.Errorf("%w: Attempt %d is negative", ErrInvalidSpec, s.Attempt)
+	}
+	if s.User != "" {
+		if _, _, ok := numericUser(s.User); !ok {
+			return fmt.Errorf("%w: User %q must be a numeric non-root uid:gid, e.g. %q", ErrInvalidSpec, s.User, DefaultUser)
+		}
+	}
+	for k := range s.Env {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			return fmt.Errorf("%w: environment variable name %q", ErrInvalidSpec, k)
+		}
+	}
+	return nil
+}
+
+// numericUser parses "uid:gid"; uid 0 is refused.
+func numericUser(user string) (uid, gid int, ok bool) {
+	u, g, found := strings.Cut(user, ":")
+	if !found {
+		return 0, 0, false
+	}
+	uid, err1 := strconv.Atoi(u)
+	gid, err2 := strconv.Atoi(g)
+	return uid, gid, err1 == nil && err2 == nil && uid > 0 && gid >= 0
+}
+
+func tmpfsOptions(size int64, owner string, mode uint32) string {
+	opts := fmt.Sprintf("rw,nosuid,nodev,size=%d,mode=%o", size, mode)
+	if uid, gid, ok := numericUser(owner); ok {
+		opts += fmt.Sprintf(",uid=%d,gid=%d", uid, gid)
+	}
+	return opts
+}
+
+// labels returns the ownership labels for runID on top of extra.
+func (e *Engine) labels(runID string, extra map[string]string) map[string]string {
+	l := make(map[string]string, len(extra)+4)
+	for k, v := range extra {
+		l[k] = v
+	}
+	l[LabelManaged] = "true"
+	l[LabelRun] = runID
+	l[LabelState] = e.state
+	return l
+}
+
+func envList(env map[string]string) []string {
+	out := make([]string, 0, len(env))
+	for k, v := range env {
+		out = append(out, k+"="+v)
+	}
+	slices.Sort(out)
+	return out
+}
+
+var nameUnsafe = regexp.MustCompile(`[^a-zA-Z0-9_.-]+`)
+
+// ContainerName is the container name of a run's attempt: "overnight-<run>-<attempt>", with
+// anything Docker does not accept in a name replaced by "-".
+func ContainerName(runID string, attempt int) string {
+	run := nameUnsafe.ReplaceAllString(runID, "-")
+	if len(run) > 100 {
+		run = run[:100]
+	}
+	return fmt.Sprintf("overnight-%s-%d", run, attempt)
+}
+
+// Start starts a created sandbox.
+func (e *Engine) Start(ctx context.Context, id string) error {
+	return wrap("start sandbox", id, e.api.ContainerStart(ctx, id, container.StartOptions{}))
+}
+
+// Wait blocks until the sandbox is not running and returns its exit code (137 after SIGKILL).
+// It returns ErrNotFound if the sandbox is gone, and at once for a created, never-started one.
+func (e *Engine) Wait(ctx context.Context, id string) (int, error) {
+	respC, errC := e.api.ContainerWait(ctx, id, container.WaitConditionNotRunning)
+	select {
+	case resp := <-respC:
+		if resp.Error != nil && resp.Error.Message != "" {
+			return int(resp.StatusCode), fmt.Errorf("wait for sandbox %s: %s", id, resp.Error.Message)
+		}
+		return int(resp.StatusCode), nil
+	case err := <-errC:
+		return 0, wrap("wait for sandbox", id, err)
+	case <-ctx.Done():
+		return 0, fmt.Errorf("wait for sandbox %s: %w", id, ctx.Err())
+	}
+}
+
+// Kill sends signal (e.g. "SIGTERM"; "" means SIGKILL) to the sandbox's init, which forwards
+// the catchable ones to the agent. ErrNotRunning if it is not running.
+func (e *Engine) Kill(ctx context.Context, id, signal string) error {
+	if signal == "" {
+		signal = "SIGKILL"
+	}
+	err := e.api.ContainerKill(ctx, id, signal)
+	if cerrdefs.IsConflict(err) {
+		return fmt.Errorf("kill sandbox %s with %s: %w: %w", id, signal, ErrNotRunning, err)
+	}
+	return wrap("kill sandbox "+id+" with", signal, err)
+}
+
+// graceSeconds converts a grace period to the engine's whole seconds, rounding up.
+func graceSeconds(grace time.Duration) *int {
+	s := 0
+	if grace > 0 {
+		s = int(math.Ceil(grace.Seconds()))
+	}
+	return &s
+}
+
+// Stop sends SIGTERM (which init forwards to the agent) and SIGKILL after grace, rounded up to
+// whole seconds; 0 kills at once. Stopping a stopped sandbox is not an error.
+func (e *Engine) Stop(ctx context.Context, id string, grace time.Duration) error {
+	return wrap("stop sandbox", id, e.api.ContainerStop(ctx, id, container.StopOptions{Timeout: graceSeconds(grace)}))
+}
+
+// Restart stops the sandbox as Stop does and starts the same container again. (A new attempt
+// is a new container; this is for faults that restart in place.)
+func (e *Engine) Restart(ctx context.Context, id string, grace time.Duration) error {
+	return wrap("restart sandbox", id, e.api.ContainerRestart(ctx, id, container.StopOptions{Timeout: graceSeconds(grace)}))
+}
+
+// Pause freezes every process of the sandbox.
+func (e *Engine) Pause(ctx context.Context, id string) error {
+	err := e.api.ContainerPause(ctx, id)
+	if cerrdefs.IsConflict(err) {
+		return fmt.Errorf("pause sandbox %s: %w: %w", id, ErrNotRunning, err)
+	}
+	return wrap("pause sandbox", id, err)
+}
+
+// Unpause thaws a paused sandbox.
+func (e *Engine) Unpause(ctx context.Context, id string) error {
+	return wrap("unpause sandbox", id, e.api.ContainerUnpause(ctx, id))
+}
+
+// Logs returns what the sandbox wrote so far, stdout and stderr apart, each cut to the last
+// Options.LogLimit bytes.
+func (e *Engine) Logs(ctx context.Context, id string) (stdout, stderr []byte, err error) {
+	rc, err := e.api.ContainerLogs(ctx, id, container.LogsOptions{ShowStdout: true, ShowStderr: true})
+	if err != nil {
+		return nil, nil, wrap("read logs of sandbox", id, err)
+	}
+	defer rc.Close()
+	out, errOut := &tailBuffer{max: e.logLimit}, &tailBuffer{max: e.logLimit}
+	if _, err := stdcopy.StdCopy(out, errOut, rc); err != nil {
+		return out.Bytes(), errOut.Bytes(), fmt.Errorf("read logs of sandbox %s: %w", id, err)
+	}
+	return out.Bytes(), errOut.Bytes(), nil
+}
+
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	max int
+	buf []byte
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	n := len(p)
+	if len(p) >= t.max {
+		t.buf = append(t.buf[:0], p[len(p)-t.max:]...)
+		return n, nil
+	}
+	t.buf = append(t.buf, p...)
+	if len(t.buf) > 2*t.max {
+		t.buf = append(t.buf[:0], t.buf[len(t.buf)-t.max:]...)
+	}
+	return n, nil
+}
+
+// Bytes returns the last max bytes written.
+func (t *tailBuffer) Bytes() []byte {
+	if len(t.buf) > t.max {
+		return t.buf[len(t.buf)-t.max:]
+	}
+	return t.buf
+}
+
+// Remove removes the sandbox, killing it first if needed, with its anonymous volumes (not its
+// workspace volume). A missing sandbox is not an error. It finishes even if ctx is cancelled.
+func (e *Engine) Remove(ctx context.Context, id string) error {
+	ctx, cancel := detached(ctx)
+	defer cancel()
+	err := e.api.ContainerRemove(ctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true})
+	switch {
+	case err == nil, cerrdefs.IsNotFound(err):
+		return nil
+	case cerrdefs.IsConflict(err) && strings.Contains(err.Error(), "already in progress"):
+		return nil // someone else (a concurrent reaper) is removing it
+	}
+	return wrap("remove sandbox", id, err)
+}
+
+// RemoveVolume removes a workspace volume. A missing volume is not an error; one still in use
+// is. It finishes even if ctx is cancelled.
+func (e *Engine) RemoveVolume(ctx context.Context, name string) error {
+	ctx, cancel := detached(ctx)
+	defer cancel()
+	err := e.api.VolumeRemove(ctx, name, false)
+	if err != nil && !cerrdefs.IsNotFound(err) {
+		return wrap("remove volume", name, err)
+	}
+	return nil
+}

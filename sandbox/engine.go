@@ -1,0 +1,211 @@
+// Package sandbox owns overnight's side of the Docker Engine: the sandbox images (a FROM-scratch
+// image around the harness's own static binary, which runs as PID 1), the containers agents run
+// in, with their hardening defaults and resource limits, their lifecycle (create, start, wait,
+// kill, stop, restart, pause, unpause, logs, remove), the ownership labels every container and
+// volume carries, and the reaper that removes leftovers by those labels.
+//
+// Everything goes through the Docker Go SDK behind the small interfaces declared here (API); the
+// docker CLI is never run. The package must not know about runs beyond their id and attempt
+// number, must not serve the gateway (that is the harness's; this package only provides the
+// short socket directory it is bind-mounted from), and must never touch a container or volume
+// that does not carry its labels — nor, outside ReapAll, one of another state directory.
+package sandbox
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/build"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/api/types/volume"
+	"github.com/docker/docker/client"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+)
+
+// Labels every container and volume created by this package carries, and paths inside a sandbox.
+const (
+	LabelManaged = "overnight.managed" // "true"
+	LabelRun     = "overnight.run"     // run id
+	LabelState   = "overnight.state"   // StateHash(state dir)
+	LabelAttempt = "overnight.attempt" // attempt number (containers only)
+
+	// GatewayDir is where the host's socket directory is bind-mounted inside a sandbox.
+	GatewayDir = "/run/overnight"
+	// SocketName is the gateway socket's conventional file name inside SocketDir.
+	SocketName = "gateway.sock"
+	// GatewaySocket is the gateway socket's path inside a sandbox (OVERNIGHT_SOCKET).
+	GatewaySocket = GatewayDir + "/" + SocketName
+	// InitPath is where the harness's own binary sits in every sandbox image; it runs as PID 1.
+	InitPath = "/overnight"
+	// AgentPath is where ImageSpec.AgentBinary is copied.
+	AgentPath = "/agent"
+	// WorkspacePath is the agent's writable workspace (a volume, or a tmpfs without one).
+	WorkspacePath = "/workspace"
+	// RelayURL is where initproc serves the gateway on the sandbox's loopback (OVERNIGHT_URL).
+	RelayURL = "http://127.0.0.1:7070"
+	// DefaultUser is the numeric user and group agents run as (nobody:nogroup).
+	DefaultUser = "65534:65534"
+	// DefaultStateDir is the state directory whose hash Options.StateHash defaults to.
+	DefaultStateDir = ".overnight"
+)
+
+var (
+	// ErrEngineUnreachable: the Docker engine could not be reached (Connect, or any call that
+	// lost the connection).
+	ErrEngineUnreachable = errors.New("cannot reach the Docker engine")
+	// ErrNotFound: the container, image or volume is gone.
+	ErrNotFound = errors.New("not found on the Docker engine")
+	// ErrNotRunning: the operation needs a running container (kill, pause).
+	ErrNotRunning = errors.New("sandbox is not running")
+	// ErrNameInUse: a container with the sandbox's name already exists (a leftover of an
+	// earlier harness for the same run and attempt; Reap or Remove it first).
+	ErrNameInUse = errors.New("sandbox name already in use")
+	// ErrInvalidSpec: an ImageSpec or Spec is incomplete or inconsistent; nothing was created.
+	ErrInvalidSpec = errors.New("invalid sandbox spec")
+)
+
+// ImageAPI is the part of the Docker client that builds and removes images.
+type ImageAPI interface {
+	ImageInspect(ctx context.Context, imageID string, opts ...client.ImageInspectOption) (image.InspectResponse, error)
+	ImageBuild(ctx context.Context, buildContext io.Reader, options build.ImageBuildOptions) (build.ImageBuildResponse, error)
+	ImageRemove(ctx context.Context, imageID string, options image.RemoveOptions) ([]image.DeleteResponse, error)
+}
+
+// ContainerAPI is the part of the Docker client that runs containers.
+type ContainerAPI interface {
+	ContainerCreate(ctx context.Context, config *container.Config, hostConfig *container.HostConfig, networkingConfig *network.NetworkingConfig, platform *ocispec.Platform, containerName string) (container.CreateResponse, error)
+	ContainerStart(ctx context.Context, containerID string, options container.StartOptions) error
+	ContainerWait(ctx context.Context, containerID string, condition container.WaitCondition) (<-chan container.WaitResponse, <-chan error)
+	ContainerKill(ctx context.Context, containerID, signal string) error
+	ContainerStop(ctx context.Context, containerID string, options container.StopOptions) error
+	ContainerRestart(ctx context.Context, containerID string, options container.StopOptions) error
+	ContainerPause(ctx context.Context, containerID string) error
+	ContainerUnpause(ctx context.Context, containerID string) error
+	ContainerLogs(ctx context.Context, containerID string, options container.LogsOptions) (io.ReadCloser, error)
+	ContainerRemove(ctx context.Context, containerID string, options container.RemoveOptions) error
+	ContainerList(ctx context.Context, options container.ListOptions) ([]container.Summary, error)
+}
+
+// VolumeAPI is the part of the Docker client that manages workspace volumes.
+type VolumeAPI interface {
+	VolumeCreate(ctx context.Context, options volume.CreateOptions) (volume.Volume, error)
+	VolumeList(ctx context.Context, options volume.ListOptions) (volume.ListResponse, error)
+	VolumeRemove(ctx context.Context, volumeID string, force bool) error
+}
+
+// API is the narrow subset of *client.Client the package calls; *client.Client satisfies it.
+type API interface {
+	ImageAPI
+	ContainerAPI
+	VolumeAPI
+}
+
+var _ API = (*client.Client)(nil)
+
+// connectTimeout bounds Connect's ping, so an unreachable engine fails fast.
+const connectTimeout = 5 * time.Second
+
+// cleanupTimeout bounds removals, which run detached from the caller's cancellation.
+const cleanupTimeout = 30 * time.Second
+
+// Connect returns a client for the engine named by the environment (DOCKER_HOST, DOCKER_CERT_PATH,
+// ...), negotiating the API version down to the engine's, after a ping bounded by a few seconds.
+// Any failure wraps ErrEngineUnreachable. The caller closes the client.
+func Connect(ctx context.Context) (*client.Client, error) {
+	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err != nil {
+		return nil, fmt.Errorf("%w: invalid Docker client configuration: %w; check DOCKER_HOST=%q",
+			ErrEngineUnreachable, err, os.Getenv(client.EnvOverrideHost))
+	}
+	pctx, cancel := context.WithTimeout(ctx, connectTimeout)
+	defer cancel()
+	if _, err := cli.Ping(pctx); err != nil {
+		host := cli.DaemonHost()
+		_ = cli.Close()
+		return nil, fmt.Errorf("%w at %s: %w; is dockerd running? (DOCKER_HOST=%q)",
+			ErrEngineUnreachable, host, err, os.Getenv(client.EnvOverrideHost))
+	}
+	return cli, nil
+}
+
+// StateHash identifies a state directory in labels: the hex SHA-256 of its absolute, cleaned
+// path, first 16 characters.
+func StateHash(stateDir string) string {
+	p := filepath.Clean(stateDir)
+	if abs, err := filepath.Abs(p); err == nil {
+		p = abs
+	}
+	sum := sha256.Sum256([]byte(p))
+	return hex.EncodeToString(sum[:])[:16]
+}
+
+// Options configures an Engine. The zero value is usable.
+type Options struct {
+	// StateHash is the state directory's identity, written to LabelState on everything created
+	// and the scope of List and Reap. Default: StateHash(DefaultStateDir), relative to the
+	// working directory when New is called.
+	StateHash string
+	// Logger receives build output and engine warnings at Debug/Warn. Default: discard.
+	Logger *slog.Logger
+	// LogLimit is how many bytes of each of stdout and stderr Logs keeps (the last ones).
+	// Default: 4 MiB.
+	LogLimit int
+}
+
+// Engine creates and manages sandboxes of one state directory on one Docker engine.
+// It is safe for concurrent use.
+type Engine struct {
+	api      API
+	state    string
+	log      *slog.Logger
+	logLimit int
+
+	buildMu sync.Mutex // one image build at a time; a concurrent EnsureImage then finds the tag
+}
+
+// New returns an Engine over api (usually the *client.Client from Connect).
+func New(api API, opts Options) *Engine {
+	if opts.StateHash == "" {
+		opts.StateHash = StateHash(DefaultStateDir)
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.LogLimit <= 0 {
+		opts.LogLimit = 4 << 20
+	}
+	return &Engine{api: api, state: opts.StateHash, log: opts.Logger, logLimit: opts.LogLimit}
+}
+
+// StateHash returns the state identity this Engine labels and reaps.
+func (e *Engine) StateHash() string { return e.state }
+
+// wrap gives an engine error its operation and subject, and the sentinel callers branch on.
+func wrap(op, subject string, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case cerrdefs.IsNotFound(err):
+		return fmt.Errorf("%s %s: %w: %w", op, subject, ErrNotFound, err)
+	case client.IsErrConnectionFailed(err):
+		return fmt.Errorf("%s %s: %w: %w", op, subject, ErrEngineUnreachable, err)
+	}
+	return fmt.Errorf("%s %s: %w", op, subject, err)
+}
+
+// detached returns a context for cleanup that must finish even when ctx is cancelled.
+func detached(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+}

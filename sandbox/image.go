@@ -1,0 +1,303 @@
+package sandbox
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"debug/elf"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/build"
+	"github.com/docker/docker/api/types/image"
+)
+
+// ImageRepo is the repository of every sandbox image; the tag is the inputs' content hash.
+const ImageRepo = "overnight-sandbox"
+
+// LabelImageHash records an image's full input hash.
+const LabelImageHash = "overnight.image.hash"
+
+// imageFormat is hashed with the inputs: change it whenever the image layout below changes, so
+// an old image is never mistaken for a new one.
+const imageFormat = "overnight-sandbox-image/v1"
+
+// sandboxUID and sandboxGID own the writable directories of an image (nobody:nogroup).
+const sandboxUID, sandboxGID = 65534, 65534
+
+// ImageSpec says what goes into a sandbox image.
+type ImageSpec struct {
+	// InitBinary is required: a static linux/amd64 overnight binary, copied to InitPath.
+	InitBinary string
+	// AgentBinary is optional: a static linux/amd64 agent, copied to AgentPath and made the
+	// image's default command.
+	AgentBinary string
+	// BaseImage is optional: an image already on the engine (nothing can be pulled) to layer
+	// InitPath onto instead of scratch. Its entrypoint is replaced by the init.
+	BaseImage string
+}
+
+// EnsureImage returns the reference of the sandbox image for spec, building it first unless the
+// engine already has it. The image is FROM scratch (or FROM BaseImage) with InitPath (and
+// AgentPath), WorkspacePath (and, FROM scratch, /tmp) owned by 65534, USER 65534:65534,
+// ENTRYPOINT ["/overnight","init","--"] and the label overnight.managed=true. Its tag,
+// "overnight-sandbox:<hash12>", is a hash of the binaries' contents, the base image's id and the
+// image layout, so the build happens once per distinct input.
+func (e *Engine) EnsureImage(ctx context.Context, spec ImageSpec) (string, error) {
+	if spec.InitBinary == "" {
+		return "", fmt.Errorf("ensure image: %w: InitBinary is required (a static linux/amd64 overnight binary)", ErrInvalidSpec)
+	}
+	// The bytes hashed are the bytes built from, so the tag always names what is inside.
+	bins := []imageFile{{role: "init", src: spec.InitBinary, dst: InitPath}}
+	if spec.AgentBinary != "" {
+		bins = append(bins, imageFile{role: "agent", src: spec.AgentBinary, dst: AgentPath})
+	}
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\n", imageFormat)
+	for i := range bins {
+		if err := bins[i].load(); err != nil {
+			return "", err
+		}
+		fmt.Fprintf(h, "%s %d\n", bins[i].role, len(bins[i].data))
+		h.Write(bins[i].data)
+	}
+	var base *image.InspectResponse
+	if spec.BaseImage != "" {
+		info, err := e.api.ImageInspect(ctx, spec.BaseImage)
+		if err != nil {
+			if cerrdefs.IsNotFound(err) {
+				return "", fmt.Errorf("ensure image: base image %s is not on the engine, which can pull nothing: build, load or import it first: %w", spec.BaseImage, ErrNotFound)
+			}
+			return "", wrap("ensure image: inspect base image", spec.BaseImage, err)
+		}
+		base = &info
+		fmt.Fprintf(h, "base %s\n", info.ID)
+	}
+	sum := hex.EncodeToString(h.Sum(nil))
+	tag := ImageRepo + ":" + sum[:12]
+
+	e.buildMu.Lock()
+	defer e.buildMu.Unlock()
+	if _, err := e.api.ImageInspect(ctx, tag); err == nil {
+		return tag, nil
+	} else if !cerrdefs.IsNotFound(err) {
+		return "", wrap("ensure image: inspect", tag, err)
+	}
+	if err := e.build(ctx, spec, bins, base, tag, sum); err != nil {
+		return "", err
+	}
+	return tag, nil
+}
+
+// build builds tag from an in-memory context and reads the build's output to its end.
+func (e *Engine) build(ctx context.Context, spec ImageSpec, bins []imageFile, base *image.InspectResponse, tag, sum string) error {
+	started := time.Now()
+	buildCtx, err := buildContext(bins, base)
+	if err != nil {
+		return err
+	}
+	resp, err := e.api.ImageBuild(ctx, buildCtx, build.ImageBuildOptions{
+		Tags:        []string{tag},
+		Dockerfile:  "Dockerfile",
+		Remove:      true,
+		ForceRemove: true,
+		Labels:      map[string]string{LabelManaged: "true", LabelImageHash: sum},
+		Version:     build.BuilderV1, // what this engine (20.10, API 1.41) builds with
+	})
+	if err != nil {
+		return wrap("build sandbox image", tag, err)
+	}
+	defer resp.Body.Close()
+	if err := e.readBuildOutput(resp.Body); err != nil {
+		return fmt.Errorf("build sandbox image %s from %s: %w", tag, spec.InitBinary, err)
+	}
+	// A build stream can end without an error line when the connection drops; trust the tag.
+	if _, err := e.api.ImageInspect(ctx, tag); err != nil {
+		return wrap("build sandbox image: the build ended but the tag is missing:", tag, err)
+	}
+	e.log.Debug("built sandbox image", "image", tag, "took", time.Since(started))
+	return nil
+}
+
+// buildMessage is one line of the engine's JSON build stream.
+type buildMessage struct {
+	Stream      string `json:"stream"`
+	Error       string `json:"error"`
+	ErrorDetail *struct {
+		Message string `json:"message"`
+	} `json:"errorDetail"`
+}
+
+// readBuildOutput consumes the build stream to its end and returns the first error it reports,
+// with the last output lines for context.
+func (e *Engine) readBuildOutput(r io.Reader) error {
+	dec := json.NewDecoder(r)
+	var tail []string
+	for {
+		var msg buildMessage
+		if err := dec.Decode(&msg); err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return fmt.Errorf("read build output: %w", err)
+		}
+		if msg.Stream != "" {
+			line := strings.TrimRight(msg.Stream, "\n")
+			e.log.Debug("image build", "output", line)
+			tail = append(tail, line)
+			if len(tail) > 5 {
+				tail = tail[1:]
+			}
+		}
+		if msg.Error != "" || msg.ErrorDetail != nil {
+			text := msg.Error
+			if msg.ErrorDetail != nil && msg.ErrorDetail.Message != "" {
+				text = msg.ErrorDetail.Message
+			}
+			// Drain, so the engine is not left writing to a closed connection mid-build.
+			_, _ = io.Copy(io.Discard, r)
+			return fmt.Errorf("engine reported: %s (last output: %q)", text, strings.Join(tail, " | "))
+		}
+	}
+}
+
+// imageFile is one executable that goes into an image.
+type imageFile struct {
+	role, src, dst string
+	data           []byte
+}
+
+// load reads the binary and checks that it can run in a scratch image.
+func (b *imageFile) load() error {
+	data, err := os.ReadFile(b.src)
+	if err != nil {
+		return fmt.Errorf("ensure image: read %s binary: %w", b.role, err)
+	}
+	if err := checkStaticELF(data); err != nil {
+		return fmt.Errorf("ensure image: %s binary %s: %w", b.role, b.src, err)
+	}
+	b.data = data
+	return nil
+}
+
+// checkStaticELF rejects what cannot run in a FROM-scratch image: anything but a statically
+// linked x86-64 ELF executable.
+func checkStaticELF(data []byte) error {
+	f, err := elf.NewFile(bytes.NewReader(data))
+	if err != nil {
+		return fmt.Errorf("%w: not a linux executable (%v); build it with GOOS=linux GOARCH=amd64 CGO_ENABLED=0", ErrInvalidSpec, err)
+	}
+	defer f.Close()
+	if f.Machine != elf.EM_X86_64 {
+		return fmt.Errorf("%w: built for %s, the engine runs linux/amd64; build with GOARCH=amd64", ErrInvalidSpec, f.Machine)
+	}
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			return fmt.Errorf("%w: dynamically linked, but a scratch image has no libc; build it with CGO_ENABLED=0", ErrInvalidSpec)
+		}
+	}
+	return nil
+}
+
+// buildContext is the in-memory build context: a Dockerfile and rootfs.tar, whose entries carry
+// their final owners and modes (ADD extracts a local tar as is; COPY would chown to root).
+// Everything lands in one layer.
+func buildContext(bins []imageFile, base *image.InspectResponse) (io.Reader, error) {
+	var rootfs bytes.Buffer
+	tw := tar.NewWriter(&rootfs)
+	dirs := []string{"workspace/", "run/", "run/overnight/"}
+	if base == nil {
+		dirs = append(dirs, "tmp/")
+	}
+	for _, d := range dirs {
+		mode, uid, gid := int64(0o755), sandboxUID, sandboxGID
+		switch d {
+		case "tmp/":
+			mode = 0o1777
+		case "run/", "run/overnight/":
+			uid, gid = 0, 0
+		}
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: d, Mode: mode, Uid: uid, Gid: gid, ModTime: time.Unix(0, 0)}); err != nil {
+			return nil, fmt.Errorf("ensure image: build context: %w", err)
+		}
+	}
+	for _, b := range bins {
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: strings.TrimPrefix(b.dst, "/"), Mode: 0o755, Size: int64(len(b.data)), ModTime: time.Unix(0, 0)}); err != nil {
+			return nil, fmt.Errorf("ensure image: build context: %w", err)
+		}
+		if _, err := tw.Write(b.data); err != nil {
+			return nil, fmt.Errorf("ensure image: build context: %w", err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return nil, fmt.Errorf("ensure image: build context: %w", err)
+	}
+
+	from := "scratch"
+	var cmd []string
+	if base != nil {
+		from = base.ID
+		// The init replaces the base image's entrypoint; what it would have run becomes the
+		// agent command, so the image behaves as before, under the init.
+		if base.Config != nil {
+			cmd = append(append(cmd, base.Config.Entrypoint...), base.Config.Cmd...)
+		}
+	}
+	var df strings.Builder
+	fmt.Fprintf(&df, "FROM %s\nADD rootfs.tar /\nUSER %d:%d\n", from, sandboxUID, sandboxGID)
+	if base == nil {
+		df.WriteString("WORKDIR " + WorkspacePath + "\n")
+	}
+	fmt.Fprintf(&df, "ENTRYPOINT [%q, \"init\", \"--\"]\n", InitPath)
+	if len(bins) > 1 {
+		cmd = []string{AgentPath}
+	}
+	if base != nil || len(cmd) > 0 {
+		if cmd == nil {
+			cmd = []string{}
+		}
+		js, err := json.Marshal(cmd)
+		if err != nil {
+			return nil, fmt.Errorf("ensure image: default command: %w", err)
+		}
+		fmt.Fprintf(&df, "CMD %s\n", js)
+	}
+
+	var out bytes.Buffer
+	tw = tar.NewWriter(&out)
+	for _, f := range []struct {
+		name string
+		data []byte
+	}{{"Dockerfile", []byte(df.String())}, {"rootfs.tar", rootfs.Bytes()}} {
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: f.name, Mode: 0o644, Size: int64(len(f.data)), ModTime: time.Unix(0, 0)}); err != nil {
+			return nil, fmt.Errorf("ensure image: build context: %w", err)
+		}
+		if _, err := tw.Write(f.data); err != nil {
+			return nil, fmt.Errorf("ensure image: build context: %w", err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return nil, fmt.Errorf("ensure image: build context: %w", err)
+	}
+	return &out, nil
+}
+
+// RemoveImage removes an image and its untagged parents. A missing image is not an error; an
+// image still used by a container is (remove the container first).
+func (e *Engine) RemoveImage(ctx context.Context, ref string) error {
+	ctx, cancel := detached(ctx)
+	defer cancel()
+	_, err := e.api.ImageRemove(ctx, ref, image.RemoveOptions{PruneChildren: true})
+	if err != nil && !cerrdefs.IsNotFound(err) {
+		return wrap("remove image", ref, err)
+	}
+	return nil
+}

@@ -1,0 +1,181 @@
+package agents
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/overnight-dev/overnight/harness/protocol"
+	"github.com/overnight-dev/overnight/sandbox/agent"
+	"github.com/overnight-dev/overnight/scenarios/cloud"
+)
+
+// DeployTask is the task of the deploy scenario: the five-step deployment.
+// It is the very goal the cloud world judges.
+type DeployTask = cloud.Goal
+
+// deployState is what the deployer checkpoints after each step.
+type deployState struct {
+	NetworkID  string `json:"network_id,omitempty"`
+	DatabaseID string `json:"database_id,omitempty"`
+	Migrated   int    `json:"migrated,omitempty"`
+	Endpoint   string `json:"endpoint,omitempty"`
+	DNS        string `json:"dns,omitempty"`
+}
+
+// deploySteps is the number of steps of a deployment.
+const deploySteps = 5
+
+// Deployer is the example agent of the deploy scenario: network, database,
+// migration, service, DNS — checkpointing after each step.
+//
+// Well-behaved (the default), it resumes from its last checkpoint and sends
+// every effect under a key derived from the checkpointed step, so a restart
+// after step 3 continues with step 4 and repeats nothing.
+//
+// With --naive it is the deliberately broken variant: it checkpoints its
+// step but never reads the checkpoint back and sends its effects without
+// keys, so after a restart it redoes everything from step 1 and creates
+// duplicate resources. The harness must catch it.
+func Deployer(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("deployer", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	naive := fs.Bool("naive", false, "never read the checkpoint back and send effects without keys (deliberately broken)")
+	delay := fs.Duration("step-delay", 0, "wait this long (real time) before each step, to watch or interrupt a run mid-way")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	c, err := agent.FromEnv()
+	if err != nil {
+		fmt.Fprintln(stderr, "deployer:", err)
+		return 2
+	}
+	if err := deploy(ctx, c, *naive, *delay, stdout); err != nil {
+		fmt.Fprintln(stderr, "deployer:", err)
+		if errors.Is(err, agent.ErrFenced) {
+			return 3
+		}
+		return 1
+	}
+	return 0
+}
+
+func deploy(ctx context.Context, c *agent.Client, naive bool, delay time.Duration, out io.Writer) error {
+	info, err := c.Run(ctx)
+	if err != nil {
+		return fmt.Errorf("read run: %w", err)
+	}
+	var task DeployTask
+	if err := json.Unmarshal(info.Task, &task); err != nil {
+		return fmt.Errorf("task is not a deployment: %w", err)
+	}
+	var st deployState
+	step := 0
+	if !naive {
+		cp, err := c.Resume(ctx)
+		if err != nil {
+			return fmt.Errorf("resume: %w", err)
+		}
+		step = cp.Step
+		if cp.Seq > 0 {
+			if err := json.Unmarshal(cp.State, &st); err != nil {
+				return fmt.Errorf("checkpoint %d holds no deploy state: %w", cp.Seq, err)
+			}
+		}
+	}
+	fmt.Fprintf(out, "attempt %d: starting after step %d of %d\n", info.Attempt, step, deploySteps)
+	if step > 0 {
+		_ = c.Event(ctx, "progress", fmt.Sprintf("resumed after step %d", step), nil)
+	}
+	effect := func(kind string, args any) (json.RawMessage, error) {
+		var res protocol.EffectResult
+		var err error
+		if naive {
+			res, err = c.EffectUnkeyed(ctx, kind, args)
+		} else {
+			res, err = c.Effect(ctx, kind, args)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", kind, err)
+		}
+		if res.Status != protocol.StatusDone {
+			msg := res.Status
+			if res.Error != nil {
+				msg = fmt.Sprintf("%s: %s (%s)", res.Status, res.Error.Message, res.Error.Code)
+			}
+			_ = c.Event(ctx, "error", kind+": "+msg, res.Error)
+			return nil, fmt.Errorf("%s: %s", kind, msg)
+		}
+		return res.Result, nil
+	}
+	for step < deploySteps {
+		next := step + 1
+		if delay > 0 {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(delay):
+			}
+		}
+		var result json.RawMessage
+		switch next {
+		case 1:
+			result, err = effect(cloud.KindCreateNetwork, map[string]any{"name": task.Network})
+			if err == nil {
+				st.NetworkID, err = field(result, "id")
+			}
+		case 2:
+			result, err = effect(cloud.KindCreateDatabase, map[string]any{"name": task.Database, "network_id": st.NetworkID})
+			if err == nil {
+				st.DatabaseID, err = field(result, "id")
+			}
+		case 3:
+			_, err = effect(cloud.KindRunMigration, map[string]any{"database_id": st.DatabaseID, "version": task.Migration})
+			st.Migrated = task.Migration
+		case 4:
+			result, err = effect(cloud.KindDeployService, map[string]any{"name": task.Service.Name, "image": task.Service.Image, "database_id": st.DatabaseID})
+			if err == nil {
+				st.Endpoint, err = field(result, "endpoint")
+			}
+		case 5:
+			_, err = effect(cloud.KindSetDNS, map[string]any{"host": task.DNS, "target": st.Endpoint})
+			st.DNS = task.DNS
+		}
+		if err != nil {
+			return fmt.Errorf("step %d: %w", next, err)
+		}
+		if naive {
+			// The naive variant writes its progress but never reads it
+			// back, and does not guard against concurrent writers.
+			if _, err := c.Checkpoint(ctx, next, st); err != nil && !errors.Is(err, agent.ErrConflict) {
+				return fmt.Errorf("checkpoint step %d: %w", next, err)
+			}
+		} else if _, err := c.Checkpoint(ctx, next, st); err != nil {
+			return fmt.Errorf("checkpoint step %d: %w", next, err)
+		}
+		fmt.Fprintf(out, "step %d done\n", next)
+		step = next
+	}
+	claims := map[string]any{"dns": task.DNS, "endpoint": st.Endpoint, "database_id": st.DatabaseID}
+	if err := c.Done(ctx, protocol.OutcomeSuccess, fmt.Sprintf("deployed %s behind %s", task.Service.Name, task.DNS), claims); err != nil {
+		return fmt.Errorf("done: %w", err)
+	}
+	fmt.Fprintln(out, "deployment complete")
+	return nil
+}
+
+func field(raw json.RawMessage, name string) (string, error) {
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return "", fmt.Errorf("decode result: %w", err)
+	}
+	s, ok := m[name].(string)
+	if !ok || s == "" {
+		return "", fmt.Errorf("result has no %q: %s", name, raw)
+	}
+	return s, nil
+}

@@ -1,0 +1,325 @@
+package scenarios
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/overnight-dev/overnight/chaos"
+)
+
+// Key patterns, the same as the propertyNames of scenario.schema.json (which the builder checks
+// itself: see schemaSet.reportOne).
+var (
+	envKeyPattern  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	variantPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`)
+)
+
+// builder checks what the schema cannot say well and builds the Scenario. It reads the tree
+// defensively: a value of the wrong type was already reported by the schema, so it is skipped
+// here, and every check still runs on the rest — one pass reports every problem.
+type builder struct {
+	file string
+	data []byte
+	t    *tree
+	sink *errorSink
+}
+
+// node returns the YAML value node at a JSON pointer (the root if unknown).
+func (b *builder) node(ptr string) *yaml.Node {
+	if loc := b.t.at[ptr]; loc != nil {
+		return loc.value
+	}
+	return b.t.rootNode
+}
+
+// keyNode returns the mapping key of the member at a JSON pointer (its value, or the root, if
+// there is no key).
+func (b *builder) keyNode(ptr string) *yaml.Node {
+	if loc := b.t.at[ptr]; loc != nil && loc.key != nil {
+		return loc.key
+	}
+	return b.node(ptr)
+}
+
+func (b *builder) errAt(ptr, format string, args ...any) {
+	n := b.node(ptr)
+	b.sink.add(n.Line, n.Column, format, args...)
+}
+
+func (b *builder) build(root map[string]any) *Scenario {
+	sc := &Scenario{APIVersion: APIVersion, Kind: KindScenario}
+	sc.Name, _ = root["name"].(string)
+	sc.Description, _ = root["description"].(string)
+
+	switch w := root["world"].(type) {
+	case string:
+		sc.World.Name = w
+	case map[string]any:
+		sc.World.Name, _ = w["name"].(string)
+		sc.World.Options, _ = w["options"].(map[string]any)
+	}
+	if sc.World.Options == nil {
+		sc.World.Options = map[string]any{}
+	}
+
+	if a, ok := root["agent"].(map[string]any); ok {
+		sc.Agent = b.agent("/agent", "agent", a)
+	}
+	if variants, ok := root["agents"].(map[string]any); ok && len(variants) > 0 {
+		sc.Agents = make(map[string]AgentSpec, len(variants))
+		for name, v := range variants {
+			if !variantPattern.MatchString(name) {
+				key := b.keyNode("/agents/" + escapePointer(name))
+				b.sink.add(key.Line, key.Column, "agents: invalid variant name %q: must match %s", name, variantPattern)
+			}
+			if a, ok := v.(map[string]any); ok {
+				ptr := "/agents/" + escapePointer(name)
+				sc.Agents[name] = b.agent(ptr, b.t.at[ptr].path, a)
+			}
+		}
+	}
+
+	sc.Task, _ = root["task"].(map[string]any)
+	if sc.Task == nil {
+		sc.Task = map[string]any{}
+	}
+
+	sc.Faults, sc.FaultText = []chaos.Spec{}, []string{}
+	if faults, ok := root["faults"].([]any); ok {
+		for i, f := range faults {
+			text, ok := f.(string)
+			if !ok {
+				continue
+			}
+			ptr := "/faults/" + strconv.Itoa(i)
+			sp, err := chaos.ParseSpec(text)
+			if err != nil {
+				var se *chaos.SpecError
+				if errors.As(err, &se) {
+					line, col := b.inside(b.node(ptr), se.Column()-1)
+					b.sink.add(line, col, "faults[%d]: invalid fault %q: %s", i, text, se.Msg)
+				} else {
+					b.errAt(ptr, "faults[%d]: invalid fault %q: %v", i, text, err)
+				}
+				continue
+			}
+			sc.Faults = append(sc.Faults, sp)
+			sc.FaultText = append(sc.FaultText, text)
+		}
+	}
+
+	sc.Invariants = DefaultInvariants()
+	if invs, ok := root["invariants"].([]any); ok {
+		sc.Invariants = []string{}
+		firstAt := map[string]int{}
+		for i, v := range invs {
+			name, ok := v.(string)
+			if !ok {
+				continue
+			}
+			if j, dup := firstAt[name]; dup {
+				first := b.node("/invariants/" + strconv.Itoa(j))
+				b.errAt("/invariants/"+strconv.Itoa(i), "invariants[%d]: %q is already listed at line %d column %d", i, name, first.Line, first.Column)
+				continue
+			}
+			firstAt[name] = i
+			sc.Invariants = append(sc.Invariants, name)
+		}
+	}
+
+	sc.Limits = Limits{Timeout: DefaultTimeout, Horizon: DefaultHorizon, MaxAttempts: DefaultMaxAttempts}
+	if lim, ok := root["limits"].(map[string]any); ok {
+		if d, ok := b.duration(lim, "/limits/timeout", "limits.timeout"); ok {
+			sc.Limits.Timeout = d
+		}
+		if d, ok := b.duration(lim, "/limits/horizon", "limits.horizon"); ok {
+			sc.Limits.Horizon = d
+		}
+		// The schema checks the type and range; only what fits an int is taken.
+		switch n := lim["max_attempts"].(type) {
+		case int64:
+			if n >= 1 && n <= MaxAttemptsLimit {
+				sc.Limits.MaxAttempts = int(n)
+			}
+		case float64:
+			if n == math.Trunc(n) && n >= 1 && n <= MaxAttemptsLimit {
+				sc.Limits.MaxAttempts = int(n)
+			}
+		}
+	}
+
+	switch s := root["seed"].(type) {
+	case int64:
+		sc.Seed = &s
+	case float64:
+		// An integral float: 1.0, or an integer too large for int64 (YAML gave a float).
+		if s == math.Trunc(s) && s >= math.MinInt64 && s < math.MaxInt64 {
+			v := int64(s)
+			sc.Seed = &v
+		} else if s == math.Trunc(s) {
+			b.errAt("/seed", "seed: %s does not fit in a 64-bit signed integer", b.node("/seed").Value)
+		}
+	}
+	return sc
+}
+
+// agent checks and builds one agent (the default or a variant) at ptr.
+func (b *builder) agent(ptr, path string, a map[string]any) AgentSpec {
+	var spec AgentSpec
+	// Exactly one source. Report every extra one, at its key, in file order.
+	var set []string
+	for _, k := range []string{"builtin", "binary", "image"} {
+		if _, ok := a[k]; ok {
+			set = append(set, k)
+		}
+	}
+	slices.SortFunc(set, func(x, y string) int {
+		kx, ky := b.keyNode(ptr+"/"+x), b.keyNode(ptr+"/"+y)
+		if kx.Line != ky.Line {
+			return kx.Line - ky.Line
+		}
+		return kx.Column - ky.Column
+	})
+	switch len(set) {
+	case 0:
+		b.errAt(ptr, "%s: set one of builtin, binary or image", path)
+	case 1:
+	default:
+		for _, extra := range set[1:] {
+			k := b.keyNode(ptr + "/" + extra)
+			b.sink.add(k.Line, k.Column, "%s: %s and %s are both set; set exactly one of builtin, binary or image", path, set[0], extra)
+		}
+	}
+	spec.Builtin, _ = a["builtin"].(string)
+	spec.Image, _ = a["image"].(string)
+	if bin, ok := a["binary"].(string); ok && bin != "" {
+		spec.Binary = b.binaryPath(ptr+"/binary", path, bin)
+	}
+	if args, ok := a["args"].([]any); ok && len(args) > 0 {
+		for _, v := range args {
+			if s, ok := v.(string); ok {
+				spec.Args = append(spec.Args, s)
+			}
+		}
+	}
+	if env, ok := a["env"].(map[string]any); ok && len(env) > 0 {
+		spec.Env = make(map[string]string, len(env))
+		for k, v := range env {
+			if !envKeyPattern.MatchString(k) {
+				key := b.keyNode(ptr + "/env/" + escapePointer(k))
+				b.sink.add(key.Line, key.Column, "%s.env: invalid key %q: must match %s", path, k, envKeyPattern)
+				continue
+			}
+			if strings.HasPrefix(k, "OVERNIGHT_") {
+				key := b.keyNode(ptr + "/env/" + escapePointer(k))
+				b.sink.add(key.Line, key.Column, "%s.env: %q uses the reserved prefix OVERNIGHT_ (the harness sets those variables)", path, k)
+				continue
+			}
+			if s, ok := v.(string); ok {
+				spec.Env[k] = s
+			}
+		}
+	}
+	return spec
+}
+
+// binaryPath resolves a relative binary path against the scenario file's directory.
+func (b *builder) binaryPath(ptr, path, bin string) string {
+	if filepath.IsAbs(bin) {
+		return filepath.Clean(bin)
+	}
+	if strings.HasPrefix(b.file, BuiltinPrefix) {
+		b.errAt(ptr, "%s.binary: a built-in scenario cannot use a relative path (%q); use builtin: or an absolute path", path, bin)
+		return bin
+	}
+	p := filepath.Join(filepath.Dir(b.file), bin)
+	if abs, err := filepath.Abs(p); err == nil {
+		p = abs
+	}
+	return p
+}
+
+// duration parses an optional positive duration field of m.
+func (b *builder) duration(m map[string]any, ptr, path string) (time.Duration, bool) {
+	key := ptr[strings.LastIndexByte(ptr, '/')+1:]
+	text, ok := m[key].(string)
+	if !ok {
+		return 0, false
+	}
+	d, err := chaos.ParseDuration(text)
+	if err != nil {
+		var de *chaos.DurationError
+		if errors.As(err, &de) {
+			line, col := b.inside(b.node(ptr), utf8.RuneCountInString(text[:de.Offset]))
+			b.sink.add(line, col, "%s: %s", path, err)
+		} else {
+			b.errAt(ptr, "%s: %v", path, err)
+		}
+		return 0, false
+	}
+	if d <= 0 {
+		b.errAt(ptr, "%s: must be greater than 0", path)
+		return 0, false
+	}
+	return d, true
+}
+
+// inside returns the position of the character at runeOffset inside scalar n's value, when the
+// value sits on one line exactly as written (plain, or quoted without escapes). Otherwise it
+// returns the position of n itself: best effort, never a wrong line.
+func (b *builder) inside(n *yaml.Node, runeOffset int) (line, col int) {
+	line, col = n.Line, n.Column
+	if n.Kind != yaml.ScalarNode || strings.ContainsAny(n.Value, "\r\n") || runeOffset < 0 {
+		return line, col
+	}
+	start := lineStart(b.data, n.Line)
+	if start < 0 {
+		return line, col
+	}
+	src := string(b.data[start:])
+	if end := strings.IndexAny(src, "\r\n"); end >= 0 {
+		src = src[:end]
+	}
+	runes := []rune(src)
+	if n.Column-1 > len(runes) {
+		return line, col
+	}
+	written := string(runes[n.Column-1:])
+	switch {
+	case n.Style&(yaml.LiteralStyle|yaml.FoldedStyle|yaml.TaggedStyle) != 0:
+	case n.Style&yaml.DoubleQuotedStyle != 0 && strings.HasPrefix(written, `"`+n.Value+`"`),
+		n.Style&yaml.SingleQuotedStyle != 0 && strings.HasPrefix(written, `'`+n.Value+`'`):
+		return line, col + 1 + runeOffset
+	case n.Style&(yaml.DoubleQuotedStyle|yaml.SingleQuotedStyle) == 0 && strings.HasPrefix(written, n.Value):
+		return line, col + runeOffset
+	}
+	return line, col
+}
+
+// String summarises the scenario for logs: name, world, agent and faults.
+func (s *Scenario) String() string {
+	return fmt.Sprintf("scenario %s (world %s, agent %s, %d faults) from %s", s.Name, s.World.Name, s.Agent, len(s.Faults), s.Source)
+}
+
+// String names the agent's source: "builtin:deployer", "binary:/path", "image:my-agent:dev".
+func (a AgentSpec) String() string {
+	switch {
+	case a.Builtin != "":
+		return "builtin:" + a.Builtin
+	case a.Binary != "":
+		return "binary:" + a.Binary
+	case a.Image != "":
+		return "image:" + a.Image
+	}
+	return "none"
+}

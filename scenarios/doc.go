@@ -1,0 +1,41 @@
+// Package scenarios owns the scenario file format (apiVersion overnight/v1, kind Scenario):
+// reading it, validating it before anything runs, applying its defaults, and resolving what a
+// user typed — a path or a built-in scenario's name — to a Scenario.
+//
+// A scenario file is one YAML document:
+//
+//	apiVersion: overnight/v1
+//	kind: Scenario
+//	name: deploy                 # [a-z0-9][a-z0-9-]*
+//	description: "..."           # optional
+//	world: cloud                 # or {name: cloud, options: {...}}
+//	agent:                       # exactly one of builtin / binary / image
+//	  builtin: deployer          # an example agent inside the overnight binary
+//	  # binary: ./bin/deployer   # static linux/amd64; relative to the scenario file's directory
+//	  # image: my-agent:dev      # an image already on the engine
+//	  args: []
+//	  env: {}                    # NAME: "value"; OVERNIGHT_* is reserved for the harness
+//	task: {}                     # free-form, handed to the agent in GET /v1/run
+//	agents:                      # optional variants, chosen with --agent NAME
+//	  naive: {builtin: deployer, args: [--naive]}
+//	faults: []                   # KIND[:ARG]@TRIGGER[/DURATION], see package chaos
+//	invariants: [no-duplicate-effects, goal-reached, no-lost-progress]   # the default
+//	limits: {timeout: 5m, max_attempts: 10, horizon: 30d}                # the defaults
+//	seed: 1                      # optional
+//
+// The structure is described by a JSON Schema (draft 2020-12, SchemaJSON) that editors can use;
+// Parse also checks what the schema does not: fault syntax, durations, one agent source, env
+// keys, duplicate keys and invariants. Every problem is reported as file:line:column, and all
+// problems of a file are reported together (ErrorList). An optional field set to null (or left
+// empty, as in `faults:`) counts as absent. YAML anchors, aliases and merge keys (<<) work.
+//
+// Values handed on as JSON (task, world options) are converted consistently: mappings become
+// map[string]any (keys are the keys' text), sequences []any, integers that fit become int64, all
+// other numbers float64 (.inf and .nan are refused), timestamps and !!binary stay text.
+//
+// What this package must not do: run anything, talk to Docker, or read any file but the scenario
+// itself. It knows neither the simulated worlds (scenarios/cloud) nor the built-in scenarios
+// (scenarios/builtin, whose lookup function the caller passes to Resolve); it checks fault
+// syntax, not which fault kinds exist (the chaos registry's job), and it does not check that a
+// binary or image exists (the harness does, when it builds the sandbox).
+package scenarios

@@ -1,0 +1,224 @@
+package scenarios
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/overnight-dev/overnight/chaos"
+)
+
+// File format identifiers.
+const (
+	// APIVersion is the only apiVersion this package reads.
+	APIVersion = "overnight/v1"
+	// KindScenario is the kind of a scenario file.
+	KindScenario = "Scenario"
+	// BuiltinPrefix starts the Source of a built-in scenario: "builtin:deploy".
+	BuiltinPrefix = "builtin:"
+)
+
+// Defaults applied to a scenario's limits.
+const (
+	DefaultTimeout     = 5 * time.Minute // limits.timeout: wall-clock time of a run
+	DefaultMaxAttempts = 10              // limits.max_attempts: attempts before the run fails
+	DefaultHorizon     = 30 * chaos.Day  // limits.horizon: virtual time of a run
+	MaxAttemptsLimit   = 1000            // the largest limits.max_attempts accepted
+)
+
+// DefaultInvariants returns the invariants a scenario checks when it names none.
+func DefaultInvariants() []string {
+	return []string{"no-duplicate-effects", "goal-reached", "no-lost-progress"}
+}
+
+// KnownInvariants returns every invariant name a scenario may list.
+func KnownInvariants() []string {
+	return []string{"no-duplicate-effects", "goal-reached", "no-lost-progress", "effects-resolved", "faults-fired"}
+}
+
+// Scenario is a validated scenario file with its defaults applied.
+type Scenario struct {
+	APIVersion  string // always APIVersion
+	Kind        string // always KindScenario
+	Name        string // [a-z0-9][a-z0-9-]*
+	Description string
+
+	World World     // the simulated world
+	Agent AgentSpec // the default agent
+	// Agents are the named variants, chosen with --agent NAME (see SelectAgent); nil if none.
+	Agents map[string]AgentSpec
+
+	// Task is handed to the agent as JSON. Values are JSON-compatible: map[string]any, []any,
+	// string, bool, nil, int64 for integers that fit in it and float64 for every other number
+	// (always finite). YAML timestamps and !!binary stay the text as written. Never nil.
+	Task map[string]any
+
+	Faults     []chaos.Spec // parsed faults, in file order; never nil
+	FaultText  []string     // the faults as written, same order; never nil
+	Invariants []string     // DefaultInvariants when the file names none (absent or null)
+	Limits     Limits       // with defaults applied
+	Seed       *int64       // the default seed, nil if the file sets none
+
+	Source string // the path given to Parse or Load, or "builtin:<name>"
+	Raw    []byte // the exact bytes loaded, for the journal
+}
+
+// World names the simulated world a scenario runs against.
+type World struct {
+	Name    string
+	Options map[string]any // free-form, JSON-compatible as Scenario.Task; never nil
+}
+
+// AgentSpec says which agent to run. Exactly one of Builtin, Binary and Image is set.
+type AgentSpec struct {
+	Builtin string            // an example agent built into the overnight binary (`/overnight agent NAME ARGS`)
+	Binary  string            // a static linux/amd64 binary: an absolute path (relative ones are resolved at Parse)
+	Image   string            // an image already on the engine
+	Args    []string          // nil if none
+	Env     map[string]string // nil if none; never a key starting with OVERNIGHT_
+}
+
+// Limits bound a run.
+type Limits struct {
+	Timeout     time.Duration // wall-clock; DefaultTimeout
+	Horizon     time.Duration // virtual; DefaultHorizon
+	MaxAttempts int           // 1..MaxAttemptsLimit; DefaultMaxAttempts
+}
+
+// Parse validates a scenario file and returns it with defaults applied. file names the input in
+// error messages ("" reads as "<scenario>") and anchors relative binary paths (a file starting
+// with "builtin:" may not use one). Parse does no I/O: it does not check that a binary or image exists.
+//
+// Every problem found is reported with its position: one problem as an *Error, more as an
+// ErrorList sorted by position. Checks run in this order, and a stage that cannot run on what
+// the previous one produced is skipped: text (size, UTF-8) and YAML syntax; the document is one
+// mapping; values are JSON-compatible, no duplicate keys; apiVersion; the JSON Schema
+// (SchemaJSON); then faults, durations, agents, env keys, invariants and seed.
+func Parse(file string, data []byte) (*Scenario, error) {
+	if file == "" {
+		file = "<scenario>"
+	}
+	sink := &errorSink{file: file}
+	t := parseYAML(data, sink)
+	if t == nil {
+		return nil, sink.result()
+	}
+	root, _ := t.root.(map[string]any)
+	if v, ok := root["apiVersion"].(string); ok && v != APIVersion {
+		n := t.at["/apiVersion"].value
+		sink.add(n.Line, n.Column, "apiVersion: unsupported version %q; this overnight reads %s", v, APIVersion)
+		return nil, sink.result()
+	}
+	validateSchema(t, sink)
+	b := builder{file: file, data: data, t: t, sink: sink}
+	sc := b.build(root)
+	if err := sink.result(); err != nil {
+		return nil, err
+	}
+	sc.Source = file
+	sc.Raw = bytes.Clone(data)
+	return sc, nil
+}
+
+// Load reads and parses the scenario file at path.
+func Load(path string) (*Scenario, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("load scenario %s: no such file (give the path of a scenario .yaml file or a built-in scenario's name): %w", path, err)
+		}
+		return nil, fmt.Errorf("load scenario %s: %w", path, err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("load scenario %s: %w", path, err)
+	}
+	return Parse(path, data)
+}
+
+// BuiltinMap is a convenient source of built-in scenarios for Resolve, a map from name to
+// scenario file: Resolve(arg, m.Lookup, m.Names()).
+type BuiltinMap map[string][]byte
+
+// Lookup returns the scenario file of the built-in scenario name.
+func (m BuiltinMap) Lookup(name string) ([]byte, bool) {
+	data, ok := m[name]
+	return data, ok
+}
+
+// Names lists the built-in scenarios, sorted.
+func (m BuiltinMap) Names() []string {
+	names := make([]string, 0, len(m))
+	for n := range m {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// Resolve finds a scenario by what a user typed (`overnight run NAME|PATH`). Something that looks
+// like a path — it contains a path separator or ends in .yaml or .yml — is loaded as a file;
+// otherwise a regular file of that name in the working directory wins, and then builtin(name),
+// parsed with Source "builtin:NAME". builtin may be nil; builtinNames (used only in messages)
+// lists the built-in scenarios. The caller supplies both so that this package need not import
+// scenarios/builtin. When neither a file nor a built-in exists, the error wraps
+// ErrUnknownScenario and lists builtinNames.
+func Resolve(nameOrPath string, builtin func(name string) ([]byte, bool), builtinNames []string) (*Scenario, error) {
+	if nameOrPath == "" {
+		return nil, &unknownScenarioError{msg: "no scenario given: name a built-in scenario or a scenario file" + builtinList(builtinNames)}
+	}
+	ext := strings.ToLower(filepath.Ext(nameOrPath))
+	if strings.ContainsRune(nameOrPath, '/') || strings.ContainsRune(nameOrPath, filepath.Separator) || ext == ".yaml" || ext == ".yml" {
+		return Load(nameOrPath)
+	}
+	if fi, err := os.Stat(nameOrPath); err == nil && fi.Mode().IsRegular() {
+		return Load(nameOrPath)
+	}
+	if builtin != nil {
+		if data, ok := builtin(nameOrPath); ok {
+			return Parse(BuiltinPrefix+nameOrPath, data)
+		}
+	}
+	return nil, &unknownScenarioError{msg: fmt.Sprintf("no built-in scenario %q and no file %q", nameOrPath, nameOrPath) + builtinList(builtinNames)}
+}
+
+func builtinList(names []string) string {
+	if len(names) == 0 {
+		return "; there are no built-in scenarios"
+	}
+	return "; built-in scenarios: " + strings.Join(names, ", ")
+}
+
+// unknownScenarioError keeps Resolve's message as written while matching ErrUnknownScenario.
+type unknownScenarioError struct{ msg string }
+
+func (e *unknownScenarioError) Error() string { return e.msg }
+func (e *unknownScenarioError) Unwrap() error { return ErrUnknownScenario }
+
+// SelectAgent returns the agent to run: the default agent for "", else the named variant. An
+// unknown name is an error wrapping ErrUnknownAgent that lists the variants.
+func (s *Scenario) SelectAgent(name string) (AgentSpec, error) {
+	if name == "" {
+		return s.Agent, nil
+	}
+	if a, ok := s.Agents[name]; ok {
+		return a, nil
+	}
+	if len(s.Agents) == 0 {
+		return AgentSpec{}, fmt.Errorf("%w %q: scenario %s declares no variants (agents:); leave out --agent to run its default agent", ErrUnknownAgent, name, s.Name)
+	}
+	names := make([]string, 0, len(s.Agents))
+	for n := range s.Agents {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return AgentSpec{}, fmt.Errorf("%w %q in scenario %s; variants: %s (or leave out --agent for the default agent)", ErrUnknownAgent, name, s.Name, strings.Join(names, ", "))
+}

@@ -1,0 +1,177 @@
+// Package world defines what a simulated world is to the harness: the
+// in-process system an agent acts on through effects, with its own durable
+// state and its own ledger of every request it received, so that checkers
+// judge what really happened rather than what the agent claims.
+//
+// A world must not know about runs, attempts, tokens or the gateway; it sees
+// only effect requests (with the idempotency key as a tag) and a durable
+// Store. It must make each execution durable before returning, so it
+// survives a harness crash exactly as the journal does.
+package world
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/overnight-dev/overnight/harness/journal"
+	"github.com/overnight-dev/overnight/harness/protocol"
+)
+
+// Store is the durable key space a world writes through. Keys passed to it
+// are already under the world's own prefix. *journal.Journal satisfies it.
+type Store interface {
+	Commit(ctx context.Context, entries ...journal.Entry) error
+	Get(key []byte) ([]byte, error)
+	Scan(prefix []byte, fn func(key, value []byte) error) error
+}
+
+// Request is one effect as the world receives it.
+type Request struct {
+	// Key is the effect's idempotency key as the agent gave it, or a
+	// harness-made "unkeyed-N" for an effect sent without one. The world
+	// tags every resource it creates with it, so an in-doubt effect can be
+	// reconciled by Lookup.
+	Key  string
+	Kind string
+	Args json.RawMessage
+	// Now is the run's virtual time at execution.
+	Now time.Time
+}
+
+// Outcome is the world's answer to a request.
+type Outcome struct {
+	Status string                `json:"status"` // protocol.StatusDone or protocol.StatusFailed
+	Result json.RawMessage       `json:"result,omitempty"`
+	Error  *protocol.EffectError `json:"error,omitempty"`
+}
+
+// Failed builds a failed outcome. Status codes of 500 and above are transient.
+func Failed(status int, code, format string, args ...any) Outcome {
+	return Outcome{Status: protocol.StatusFailed, Error: &protocol.EffectError{
+		Code: code, Message: fmt.Sprintf(format, args...), Status: status, Transient: status >= 500,
+	}}
+}
+
+// Done builds a successful outcome with v marshalled as the result.
+func Done(v any) (Outcome, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return Outcome{}, fmt.Errorf("marshal result: %w", err)
+	}
+	return Outcome{Status: protocol.StatusDone, Result: b}, nil
+}
+
+// KindInfo describes one effect kind a world offers.
+type KindInfo struct {
+	Name       string // e.g. "cloud.create_network"
+	Idempotent bool   // a repeat with the same arguments changes nothing
+	ReadOnly   bool   // no side effect at all
+	Doc        string
+}
+
+// LedgerEntry is one request the world received, in arrival order.
+type LedgerEntry struct {
+	Seq      int64           `json:"seq"`
+	Key      string          `json:"key"`
+	Kind     string          `json:"kind"`
+	Args     json.RawMessage `json:"args"`
+	Outcome  Outcome         `json:"outcome"`
+	At       time.Time       `json:"at"`
+	Resource string          `json:"resource,omitempty"` // id of the resource it created or changed
+}
+
+// Duplicate is a logical resource (kind + name) of a non-idempotent kind
+// that the world shows created more than once.
+type Duplicate struct {
+	Kind  string   `json:"kind"`
+	Name  string   `json:"name"`
+	IDs   []string `json:"ids"`
+	Keys  []string `json:"keys"` // the idempotency keys that created them
+	Count int      `json:"count"`
+}
+
+// Check is a yes/no judgement with the evidence for a person.
+type Check struct {
+	OK     bool   `json:"ok"`
+	Detail string `json:"detail"`
+}
+
+// World is a simulated system. Implementations are safe for concurrent use.
+type World interface {
+	// Name is the world's registry name, e.g. "cloud".
+	Name() string
+	// Kinds lists the effect kinds offered.
+	Kinds() []KindInfo
+	// Execute applies one request and returns the world's answer. The
+	// request, its outcome and every state change are durable when it
+	// returns nil. A non-nil error means the world could not record the
+	// execution (the harness treats the effect as unknown).
+	Execute(ctx context.Context, req Request) (Outcome, error)
+	// Lookup reports the recorded outcome of the last request received
+	// with this key, and whether there was one: the reconciliation of an
+	// effect whose result the harness never journaled.
+	Lookup(ctx context.Context, key string) (Outcome, bool, error)
+	// Ledger lists every request received, in order.
+	Ledger(ctx context.Context) ([]LedgerEntry, error)
+	// Duplicates lists logical resources created more than once.
+	Duplicates(ctx context.Context) ([]Duplicate, error)
+	// CheckGoal judges from the world's state whether the task's goal holds.
+	CheckGoal(ctx context.Context, task json.RawMessage) (Check, error)
+	// Snapshot returns the world's whole state as JSON.
+	Snapshot(ctx context.Context) (json.RawMessage, error)
+}
+
+// Factory opens a world on a store under prefix, recovering any state
+// already recorded there. Options come from the scenario's world options.
+type Factory func(ctx context.Context, store Store, prefix []byte, options map[string]any) (World, error)
+
+// ErrUnknownWorld is returned by Registry.Open for a name nobody registered.
+var ErrUnknownWorld = errors.New("unknown world")
+
+// Registry maps world names to factories. Registration is explicit: the
+// caller that builds the harness decides which worlds exist.
+type Registry struct {
+	factories map[string]Factory
+	docs      map[string]string
+}
+
+// NewRegistry returns an empty registry.
+func NewRegistry() *Registry {
+	return &Registry{factories: map[string]Factory{}, docs: map[string]string{}}
+}
+
+// Register adds a world; registering a name twice panics (a programming error).
+func (r *Registry) Register(name, doc string, f Factory) {
+	if _, dup := r.factories[name]; dup {
+		panic("world: " + name + " registered twice")
+	}
+	r.factories[name] = f
+	r.docs[name] = doc
+}
+
+// Names lists the registered worlds, sorted.
+func (r *Registry) Names() []string {
+	names := make([]string, 0, len(r.factories))
+	for n := range r.factories {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Open opens the named world.
+func (r *Registry) Open(ctx context.Context, name string, store Store, prefix []byte, options map[string]any) (World, error) {
+	f, ok := r.factories[name]
+	if !ok {
+		return nil, fmt.Errorf("%w %q (known worlds: %v)", ErrUnknownWorld, name, r.Names())
+	}
+	w, err := f(ctx, store, prefix, options)
+	if err != nil {
+		return nil, fmt.Errorf("open world %q: %w", name, err)
+	}
+	return w, nil
+}
