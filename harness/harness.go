@@ -431,9 +431,8 @@ func (h *Harness) plan(ctx context.Context, a scenarios.AgentSpec) (sandboxPlan,
 		spec.AgentBinary = a.Binary
 		p.cmd = append([]string{"/agent"}, a.Args...)
 	case a.Image != "":
-		if len(a.Args) == 0 {
-			return sandboxPlan{}, fmt.Errorf("agent image %q: give the command to run inside it as agent.args", a.Image)
-		}
+		// Without args the image's own entrypoint and command run (under
+		// the init); with args, they are the whole command.
 		spec.BaseImage = a.Image
 		p.cmd = append([]string(nil), a.Args...)
 	default:

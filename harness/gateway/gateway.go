@@ -30,6 +30,13 @@ import (
 // arguments included). Larger bodies get 413 too_large.
 const MaxBodyBytes = 8 << 20
 
+// Bounds on the parts of a request that are journaled inline (larger
+// checkpoint states go to blobs, up to MaxBodyBytes).
+const (
+	MaxEffectArgsBytes = 256 << 10
+	MaxEventDataBytes  = 64 << 10
+)
+
 // SocketName is the gateway socket's file name inside the socket dir.
 const SocketName = "gateway.sock"
 
@@ -259,6 +266,10 @@ func (s *Server) effect(w http.ResponseWriter, r *http.Request, c Caller) {
 		writeError(w, Errorf(http.StatusBadRequest, protocol.CodeBadRequest, "effect: key is %d bytes; at most 512", len(req.Key)))
 		return
 	}
+	if len(req.Args) > MaxEffectArgsBytes {
+		writeError(w, Errorf(http.StatusRequestEntityTooLarge, protocol.CodeTooLarge, "effect args are %d bytes; at most %d", len(req.Args), MaxEffectArgsBytes))
+		return
+	}
 	if len(req.Args) == 0 {
 		req.Args = json.RawMessage("{}")
 	}
@@ -297,6 +308,10 @@ func (s *Server) event(w http.ResponseWriter, r *http.Request, c Caller) {
 		writeError(w, Errorf(http.StatusBadRequest, protocol.CodeBadRequest, "event: type is required (at most 64 bytes)"))
 		return
 	}
+	if len(ev.Data)+len(ev.Message) > MaxEventDataBytes {
+		writeError(w, Errorf(http.StatusRequestEntityTooLarge, protocol.CodeTooLarge, "event message and data are %d bytes; at most %d", len(ev.Data)+len(ev.Message), MaxEventDataBytes))
+		return
+	}
 	err := s.backend.Event(r.Context(), c, ev)
 	s.reply(w, r, http.StatusAccepted, struct{}{}, err)
 }
@@ -308,6 +323,10 @@ func (s *Server) done(w http.ResponseWriter, r *http.Request, c Caller) {
 	}
 	if d.Outcome != protocol.OutcomeSuccess && d.Outcome != protocol.OutcomeFailure {
 		writeError(w, Errorf(http.StatusBadRequest, protocol.CodeBadRequest, "done: outcome %q: want %q or %q", d.Outcome, protocol.OutcomeSuccess, protocol.OutcomeFailure))
+		return
+	}
+	if len(d.Claims)+len(d.Summary) > MaxEventDataBytes {
+		writeError(w, Errorf(http.StatusRequestEntityTooLarge, protocol.CodeTooLarge, "done summary and claims are %d bytes; at most %d", len(d.Claims)+len(d.Summary), MaxEventDataBytes))
 		return
 	}
 	err := s.backend.Done(r.Context(), c, d)

@@ -204,6 +204,15 @@ var _ = Describe("the gateway protocol layer", func() {
 		Expect(r.errCode()).To(Equal(protocol.CodeTooLarge))
 	})
 
+	It("refuses effect args and event data over their limits with 413", func() {
+		r := call(c, "POST", "/v1/effects", "good", `{"kind":"x","args":"`+strings.Repeat("a", gateway.MaxEffectArgsBytes)+`"}`)
+		Expect(r.status).To(Equal(413))
+		Expect(r.errCode()).To(Equal(protocol.CodeTooLarge))
+		r = call(c, "POST", "/v1/events", "good", `{"type":"x","data":"`+strings.Repeat("a", gateway.MaxEventDataBytes)+`"}`)
+		Expect(r.status).To(Equal(413))
+		Expect(b.calls).To(BeEmpty())
+	})
+
 	It("answers unknown paths with 404, wrong methods with 405 and the LLM endpoint with 501", func() {
 		r := call(c, "GET", "/v2/run", "good", "")
 		Expect(r.status).To(Equal(404))
