@@ -21,7 +21,8 @@ test: ## run every test (needs a running Docker engine; .ci/run starts one)
 	$(GO) test -count=1 -timeout 30m ./...
 
 bench: ## measure the journal, the gateway and sandbox cold start (figures go in README)
-	$(GO) test -run '^$$' -bench . -benchtime 2000x ./harness/journal ./harness
+	$(GO) test -run '^$$' -bench . -benchtime 20000x ./harness/journal
+	$(GO) test -run '^$$' -bench Effect -benchtime 2000x ./harness
 	$(GO) test -run '^$$' -bench ColdStart -benchtime 20x ./sandbox
 
 lint: ## go vet and gofmt

@@ -56,6 +56,7 @@ type globals struct {
 	state      string
 	initBinary string
 	verbose    bool
+	quiet      bool
 	stdout     io.Writer
 	stderr     io.Writer
 }
@@ -123,6 +124,7 @@ Exit codes: 0 pass, 1 fail, 2 unknown, 3 error.`,
 	root.PersistentFlags().StringVar(&g.state, "state", envOr("OVERNIGHT_STATE", harness.DefaultStateDir), "state dir holding the journal ($OVERNIGHT_STATE)")
 	root.PersistentFlags().StringVar(&g.initBinary, "init-binary", os.Getenv("OVERNIGHT_INIT_BINARY"), "static overnight binary to inject into sandboxes (default: this executable; $OVERNIGHT_INIT_BINARY)")
 	root.PersistentFlags().BoolVarP(&g.verbose, "verbose", "v", false, "log diagnostics to stderr")
+	root.PersistentFlags().BoolVarP(&g.quiet, "quiet", "q", false, "no progress lines on stderr (attempts, faults)")
 	root.Version = version
 	if buildNonce != "" {
 		root.Version += " (test build " + buildNonce + ")"
@@ -239,7 +241,7 @@ func runCmd(g *globals) *cobra.Command {
 			}
 			ctx, stop := interruptible()
 			defer stop()
-			h, err := g.open(ctx, output == "text")
+			h, err := g.open(ctx, !g.quiet)
 			if err != nil {
 				return &codeError{exitError, err}
 			}
@@ -275,7 +277,7 @@ func resumeCmd(g *globals) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, stop := interruptible()
 			defer stop()
-			h, err := g.open(ctx, output == "text")
+			h, err := g.open(ctx, !g.quiet)
 			if err != nil {
 				return &codeError{exitError, err}
 			}

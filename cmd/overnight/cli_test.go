@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -184,6 +185,51 @@ var _ = Describe("overnight run", func() {
 		Expect(logs.code).To(Equal(0))
 		Expect(logs.stdout).To(ContainSubstring("orphaned"))
 		Expect(logs.stdout).To(ContainSubstring("step 2 done"))
+	}, SpecTimeout(3*time.Minute))
+})
+
+var _ = Describe("Ctrl-C", func() {
+	It("kills the attempt, leaves the run resumable, exits 3, and resume finishes it", func(ctx SpecContext) {
+		state := stateDir()
+		raw, err := os.ReadFile(filepath.Join(harnesstest.ModuleRoot(), "scenarios", "builtin", "deploy.yaml"))
+		Expect(err).NotTo(HaveOccurred())
+		file := filepath.Join(GinkgoT().TempDir(), "slow.yaml")
+		slow := strings.Replace(string(raw), "\nagents:\n", "\nagents:\n  slow: {builtin: deployer, args: [--step-delay, 400ms]}\n", 1)
+		Expect(os.WriteFile(file, []byte(slow), 0o644)).To(Succeed())
+
+		cmd := exec.CommandContext(ctx, bin, "--state", state, "run", file, "--agent", "slow")
+		var out bytes.Buffer
+		cmd.Stdout = &out
+		stderr, err := cmd.StderrPipe()
+		Expect(err).NotTo(HaveOccurred())
+		Expect(cmd.Start()).To(Succeed())
+		var errText strings.Builder
+		buf := make([]byte, 4096)
+		for !strings.Contains(errText.String(), "attempt 1 started") {
+			n, err := stderr.Read(buf)
+			errText.Write(buf[:n])
+			Expect(err).NotTo(HaveOccurred(), errText.String())
+		}
+		Expect(cmd.Process.Signal(os.Interrupt)).To(Succeed())
+		rest, _ := io.ReadAll(stderr)
+		errText.Write(rest)
+		err = cmd.Wait()
+		Expect(err).To(HaveOccurred())
+		Expect(cmd.ProcessState.ExitCode()).To(Equal(3), errText.String())
+		Expect(out.String()).To(BeEmpty())
+		Expect(errText.String()).To(ContainSubstring("overnight resume"))
+		runID := strings.TrimPrefix(strings.SplitN(errText.String(), "\n", 2)[0], "run ")
+
+		left, err := harnesstest.Containers(ctx, docker, state)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(left).To(BeEmpty(), "Ctrl-C must remove the run's containers")
+
+		r := overnight(ctx, state, nil, "resume", runID, "-o", "json")
+		Expect(r.code).To(Equal(0), r.stderr)
+		res := decodeResult(r.stdout)
+		Expect(res.Verdict).To(Equal("pass"))
+		Expect(res.Attempts).To(Equal(2))
+		Expect(res.Effects.Duplicates).To(Equal(0))
 	}, SpecTimeout(3*time.Minute))
 })
 
