@@ -25,8 +25,11 @@ bench: ## measure the journal, the gateway and sandbox cold start (figures go in
 	$(GO) test -run '^$$' -bench Effect -benchtime 2000x ./harness
 	$(GO) test -run '^$$' -bench ColdStart -benchtime 20x ./sandbox
 
-lint: ## go vet and gofmt
+STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
+
+lint: ## go vet, staticcheck and gofmt
 	$(GO) vet ./...
+	$(GO) run $(STATICCHECK) ./...
 	@out=$$(gofmt -l . | grep -v '^bin/'); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 fuzz: ## fuzz the parsers and the gateway protocol, 30s each

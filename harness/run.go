@@ -355,7 +355,7 @@ func (r *run) Sleep(ctx context.Context, c gateway.Caller, req protocol.SleepReq
 	if err := r.writable(c); err != nil {
 		return protocol.Clock{}, err
 	}
-	target := r.clock
+	var target time.Time
 	if req.Until != nil {
 		target = req.Until.UTC()
 	} else {

@@ -292,8 +292,21 @@ var _ = Describe("bad input", func() {
 		o := overnight(ctx, state, nil, "runs")
 		Expect(o.code).To(Equal(3))
 		Expect(o.stderr).To(ContainSubstring("format"))
-		j, err = journal.Open(state, journal.Options{})
+		_, err = journal.Open(state, journal.Options{})
 		Expect(err).To(MatchError(journal.ErrFormat))
+		db, err = badger.Open(badger.DefaultOptions(filepath.Join(state, "journal")).WithLogger(nil))
+		Expect(err).NotTo(HaveOccurred())
+		defer db.Close()
+		Expect(db.View(func(txn *badger.Txn) error {
+			item, err := txn.Get([]byte("meta/format"))
+			if err != nil {
+				return err
+			}
+			return item.Value(func(v []byte) error {
+				Expect(string(v)).To(Equal("999"), "the format key must not be rewritten")
+				return nil
+			})
+		})).To(Succeed())
 	})
 })
 
