@@ -16,6 +16,7 @@ import (
 
 	"github.com/overnight-dev/overnight/harness/gateway"
 	"github.com/overnight-dev/overnight/harness/protocol"
+	"github.com/overnight-dev/overnight/sandbox"
 	"github.com/overnight-dev/overnight/sandbox/agent"
 	"github.com/overnight-dev/overnight/scenarios"
 	"github.com/overnight-dev/overnight/scenarios/cloud"
@@ -56,7 +57,7 @@ func startLiveRun(stateDir string, runID string) *liveRun {
 	dir, err := os.MkdirTemp("", "ovn-bt-")
 	Expect(err).NotTo(HaveOccurred())
 	sock := filepath.Join(dir, gateway.SocketName)
-	l, err := gateway.Listen(sock)
+	l, err := sandbox.ListenSocket(sock)
 	Expect(err).NotTo(HaveOccurred())
 	srv := gateway.New(r, nil)
 	go func() { _ = srv.Serve(l) }()
@@ -193,7 +194,7 @@ var _ = Describe("the gateway with the real backend, journal and world", func() 
 		_, err = c.EffectWithKey(ctx, "step-1/0", cloud.KindCreateNetwork, map[string]string{"name": "other"})
 		Expect(err).To(MatchError(agent.ErrKeyReused))
 		Expect(lr.ledger()).To(HaveLen(1))
-		Expect(lr.r.effects["step-1/0"].Replays).To(Equal(1))
+		Expect(lr.r.effects["k/step-1/0"].Replays).To(Equal(1))
 	})
 
 	It("replays a permanent refusal, but runs a transient failure again", func() {
@@ -211,7 +212,7 @@ var _ = Describe("the gateway with the real backend, journal and world", func() 
 
 		// A transient failure on record is not final: the same key runs again.
 		lr.r.mu.Lock()
-		lr.r.effects["k1"].Error.Transient = true
+		lr.r.effects["k/k1"].Error.Transient = true
 		lr.r.mu.Unlock()
 		res, err = c.EffectWithKey(ctx, "k1", cloud.KindCreateDatabase, bad)
 		Expect(err).NotTo(HaveOccurred())
@@ -230,7 +231,21 @@ var _ = Describe("the gateway with the real backend, journal and world", func() 
 		Expect(err).NotTo(HaveOccurred())
 		Expect(dups).To(HaveLen(1))
 		Expect(dups[0].Count).To(Equal(2))
-		Expect(dups[0].Keys).To(Equal([]string{"unkeyed-1", "unkeyed-2"}))
+		Expect(dups[0].Keys).To(Equal([]string{"u/1", "u/2"}))
+	})
+
+	It("keeps agent keys and unkeyed effects apart, whatever key an agent picks", func() {
+		c := lr.sdk(lr.attempt())
+		args := map[string]string{"name": "prod-net"}
+		for _, key := range []string{"unkeyed-1", "u/1", "unkeyed #1"} {
+			res, err := c.EffectWithKey(ctx, key, cloud.KindCreateNetwork, args)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(res.Replayed).To(BeFalse())
+		}
+		res, err := c.EffectUnkeyed(ctx, cloud.KindCreateNetwork, args)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res.Replayed).To(BeFalse(), "an unkeyed effect must never be answered from another effect's record")
+		Expect(lr.ledger()).To(HaveLen(4))
 	})
 
 	It("advances virtual time on sleep, durably, never past the horizon", func() {
@@ -292,18 +307,18 @@ var _ = Describe("the gateway with the real backend, journal and world", func() 
 		for _, k := range []string{"k-done", "k-never"} {
 			lr.r.effectOrder++
 			args := json.RawMessage(`{"name":"` + k + `"}`)
-			rec := &EffectRecord{Key: k, Order: lr.r.effectOrder, Kind: cloud.KindCreateNetwork, Args: args,
+			rec := &EffectRecord{ID: keyedID(k), Key: k, Order: lr.r.effectOrder, Kind: cloud.KindCreateNetwork, Args: args,
 				ArgsHash: hashHex(append([]byte(cloud.KindCreateNetwork+"\x00"), args...)), Status: effectIntent, Attempt: 1}
-			Expect(put(ctx, lr.h.j, effectKey(id, k), rec)).To(Succeed())
+			Expect(put(ctx, lr.h.j, effectKey(id, keyedID(k)), rec)).To(Succeed())
 		}
-		_, err := lr.r.world.Execute(ctx, world.Request{Key: "k-done", Kind: cloud.KindCreateNetwork, Args: json.RawMessage(`{"name":"k-done"}`)})
+		_, err := lr.r.world.Execute(ctx, world.Request{Key: keyedID("k-done"), Kind: cloud.KindCreateNetwork, Args: json.RawMessage(`{"name":"k-done"}`)})
 		Expect(err).NotTo(HaveOccurred())
 		lr.stop()
 
 		lr2 := startLiveRun(state, id)
-		Expect(lr2.r.effects["k-done"].Status).To(Equal(protocol.StatusDone))
-		Expect(lr2.r.effects["k-done"].Reconciled).To(BeTrue())
-		Expect(lr2.r.effects["k-never"].Error.Code).To(Equal("not_executed"))
+		Expect(lr2.r.effects["k/k-done"].Status).To(Equal(protocol.StatusDone))
+		Expect(lr2.r.effects["k/k-done"].Reconciled).To(BeTrue())
+		Expect(lr2.r.effects["k/k-never"].Error.Code).To(Equal("not_executed"))
 		c := lr2.sdk(lr2.attempt())
 		res, err := c.EffectWithKey(ctx, "k-done", cloud.KindCreateNetwork, map[string]string{"name": "k-done"})
 		Expect(err).NotTo(HaveOccurred())
@@ -325,5 +340,17 @@ var _ = Describe("the gateway with the real backend, journal and world", func() 
 		lr.r.mu.Unlock()
 		_, err := c.Checkpoint(ctx, 9, nil)
 		Expect(err).To(MatchError(ContainSubstring("run_ended")))
+	})
+
+	It("refuses effects, checkpoints and a different claim once the agent reported done", func() {
+		c := lr.sdk(lr.attempt())
+		Expect(c.Done(ctx, protocol.OutcomeSuccess, "done", nil)).To(Succeed())
+		_, err := c.EffectWithKey(ctx, "late", cloud.KindCreateNetwork, map[string]string{"name": "late"})
+		Expect(err).To(MatchError(ContainSubstring("reported done")))
+		_, err = c.Checkpoint(ctx, 9, nil)
+		Expect(err).To(MatchError(ContainSubstring("reported done")))
+		Expect(c.Done(ctx, protocol.OutcomeFailure, "changed my mind", nil)).To(MatchError(ContainSubstring("already reported done")))
+		Expect(lr.ledger()).To(BeEmpty())
+		Expect(c.Event(ctx, "progress", "exiting", nil)).To(Succeed(), "events are still welcome")
 	})
 })

@@ -3,6 +3,8 @@ package harness_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -34,8 +36,15 @@ var _ = SynchronizedBeforeSuite(func(ctx SpecContext) []byte {
 	Expect(err).NotTo(HaveOccurred())
 	nonce := fmt.Sprintf("harness-%d", time.Now().UnixNano())
 	bin := filepath.Join(dir, "overnight")
+	built := false
+	defer func() {
+		if !built {
+			_ = os.RemoveAll(dir)
+		}
+	}()
 	Expect(harnesstest.Build(ctx, "./cmd/overnight", bin, nonce)).To(Succeed())
 	Expect(harnesstest.Build(ctx, "./sandbox/internal/testinit", filepath.Join(dir, "testinit"), "")).To(Succeed())
+	built = true
 	return []byte(dir)
 }, func(ctx SpecContext, dir []byte) {
 	initBinary = filepath.Join(string(dir), "overnight")
@@ -50,10 +59,12 @@ var _ = SynchronizedAfterSuite(func() {}, func(ctx SpecContext) {
 		return
 	}
 	// The sandbox images this suite's binaries made are removed with them.
-	eng := sandbox.New(docker, sandbox.Options{})
-	for _, spec := range []sandbox.ImageSpec{{InitBinary: initBinary}, {InitBinary: initBinary, AgentBinary: testBinary}} {
-		if ref, err := eng.EnsureImage(ctx, spec); err == nil {
-			Expect(eng.RemoveImage(ctx, ref)).To(Succeed())
+	if docker != nil {
+		eng := sandbox.New(docker, sandbox.Options{})
+		for _, spec := range []sandbox.ImageSpec{{InitBinary: initBinary}, {InitBinary: initBinary, AgentBinary: testBinary}} {
+			if ref, err := eng.ImageRef(ctx, spec); err == nil {
+				Expect(eng.RemoveImage(ctx, ref)).To(Succeed())
+			}
 		}
 	}
 	Expect(os.RemoveAll(filepath.Dir(initBinary))).To(Succeed())
@@ -132,6 +143,50 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// cutProxy relays a unix socket to the real Docker engine until cut, when
+// it closes its listener and every relayed connection: the engine "goes
+// away" in the middle of a run.
+type cutProxy struct {
+	l     net.Listener
+	mu    sync.Mutex
+	conns []net.Conn
+}
+
+func newCutProxy(sock, target string) *cutProxy {
+	l, err := net.Listen("unix", sock)
+	Expect(err).NotTo(HaveOccurred())
+	p := &cutProxy{l: l}
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial("unix", target)
+			if err != nil {
+				_ = c.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, c, up)
+			p.mu.Unlock()
+			go func() { _, _ = io.Copy(up, c); _ = up.Close() }()
+			go func() { _, _ = io.Copy(c, up); _ = c.Close() }()
+		}
+	}()
+	DeferCleanup(p.cut)
+	return p
+}
+
+func (p *cutProxy) cut() {
+	_ = p.l.Close()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.conns {
+		_ = c.Close()
+	}
 }
 
 var _ = Describe("the deploy scenario against the real engine", func() {
@@ -261,6 +316,50 @@ var _ = Describe("the deploy scenario against the real engine", func() {
 		Expect(err).NotTo(HaveOccurred())
 		Expect(again).To(Equal(res), "a finished run resumes to its recorded result")
 	}, SpecTimeout(2*time.Minute))
+
+	It("ends the run interrupted, not with a guessed exit code, when the engine goes away mid-run; resume finishes it", func(ctx SpecContext) {
+		target := strings.TrimPrefix(docker.DaemonHost(), "unix://")
+		Expect(target).NotTo(Equal(docker.DaemonHost()), "this test needs the engine on a unix socket")
+		proxy := newCutProxy(filepath.Join(GinkgoT().TempDir(), "docker.sock"), target)
+		flaky, err := client.NewClientWithOpts(client.WithHost("unix://"+proxy.l.Addr().String()), client.WithAPIVersionNegotiation())
+		Expect(err).NotTo(HaveOccurred())
+		defer flaky.Close()
+
+		state := GinkgoT().TempDir()
+		DeferCleanup(func(ctx SpecContext) {
+			Expect(harnesstest.Leftovers(ctx, docker, state)).To(BeEmpty(), "left behind by the run")
+		})
+		progress := &syncBuffer{}
+		progress.notify = func(line string) {
+			if strings.Contains(line, "attempt 1 started") {
+				go func() { time.Sleep(500 * time.Millisecond); proxy.cut() }()
+			}
+		}
+		h, err := harness.Open(ctx, harness.Options{StateDir: state, InitBinary: initBinary, Docker: flaky, Progress: progress})
+		Expect(err).NotTo(HaveOccurred())
+		var runID string
+		s := deployWith("  slow: {builtin: deployer, args: [--step-delay, 300ms]}\n")
+		_, err = h.Run(ctx, harness.RunRequest{Scenario: s, Agent: "slow", Started: func(id string) { runID = id }})
+		Expect(err).To(MatchError(ContainSubstring("lost track of container")))
+		Expect(h.Close()).To(Succeed())
+
+		h2, err := harness.Open(ctx, harness.Options{StateDir: state, InitBinary: initBinary, Docker: docker})
+		Expect(err).NotTo(HaveOccurred())
+		defer h2.Close()
+		runs, err := h2.Runs()
+		Expect(err).NotTo(HaveOccurred())
+		Expect(runs[0].Status).To(Equal(harness.StatusInterrupted))
+		res, err := h2.Resume(ctx, runID)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res.Verdict).To(Equal(harness.VerdictPass), res.Reason)
+		Expect(res.Attempts).To(Equal(2), "no attempt was burnt while the engine was away")
+		Expect(res.Effects.Duplicates).To(Equal(0))
+		logs, err := h2.Logs(runID)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(logs[0].ExitCode).To(BeNil(), "an exit code nobody saw is not recorded")
+		Expect(logs[0].End).To(HavePrefix("lost:"))
+		Expect(logs[0].Stdout).To(ContainSubstring("attempt 1: starting"), "the orphan's logs are recovered when it is reaped")
+	}, SpecTimeout(3*time.Minute))
 
 	It("refuses an unknown agent variant and an unknown fault before recording anything", func(ctx SpecContext) {
 		h := newHarness(ctx, nil)

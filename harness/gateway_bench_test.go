@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/overnight-dev/overnight/harness/gateway"
+	"github.com/overnight-dev/overnight/sandbox"
 	"github.com/overnight-dev/overnight/sandbox/agent"
 	"github.com/overnight-dev/overnight/scenarios"
 	"github.com/overnight-dev/overnight/scenarios/cloud"
@@ -97,7 +98,7 @@ func benchRun(b *testing.B) (*agent.Client, *run, func()) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	l, err := gateway.Listen(filepath.Join(sockDir, gateway.SocketName))
+	l, err := sandbox.ListenSocket(filepath.Join(sockDir, gateway.SocketName))
 	if err != nil {
 		b.Fatal(err)
 	}

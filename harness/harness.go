@@ -22,6 +22,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -70,7 +71,14 @@ type Options struct {
 	// Crash is what the harness-crash fault calls. Default: SIGKILL this
 	// process. Only tests that cannot afford to die override it.
 	Crash func()
+	// Existing refuses to create the state dir: commands that only read
+	// runs (runs, logs, resume) say the dir is missing instead of making an
+	// empty one. Default false.
+	Existing bool
 }
+
+// ErrNoStateDir is returned by Open with Options.Existing for a missing dir.
+var ErrNoStateDir = errors.New("no such state dir")
 
 // Harness drives runs in one state dir. One process owns a state dir at a
 // time (Open fails with a journal.LockedError naming the owner's pid).
@@ -108,6 +116,11 @@ func Open(ctx context.Context, opts Options) (*Harness, error) {
 	}
 	if opts.Crash == nil {
 		opts.Crash = func() { _ = syscall.Kill(os.Getpid(), syscall.SIGKILL) }
+	}
+	if opts.Existing {
+		if _, err := os.Stat(filepath.Join(abs, "journal")); err != nil {
+			return nil, fmt.Errorf("%w %s (it holds no journal; wrong --state? runs live in the state dir `overnight run` used)", ErrNoStateDir, abs)
+		}
 	}
 	j, err := journal.Open(abs, journal.Options{Logger: opts.Logger})
 	if err != nil {
@@ -160,7 +173,7 @@ func (h *Harness) engine(ctx context.Context) (*sandbox.Engine, error) {
 		}
 		api = c
 	}
-	eng := sandbox.New(api, sandbox.Options{StateHash: sandbox.StateHash(h.state), Logger: h.log})
+	eng := sandbox.New(api, sandbox.Options{StateHash: sandbox.StateHash(h.state), Logger: h.log, KeepVolume: h.resumable})
 	h.mu.Lock()
 	if h.eng == nil {
 		h.docker, h.eng = api, eng
@@ -168,6 +181,42 @@ func (h *Harness) engine(ctx context.Context) (*sandbox.Engine, error) {
 	eng = h.eng
 	h.mu.Unlock()
 	return eng, nil
+}
+
+// resumable reports whether a run that no process drives can still be
+// resumed (its workspace volume must survive the reaper).
+func (h *Harness) resumable(runID string) bool {
+	var rec RunRecord
+	found, err := get(h.j, runKey(runID), &rec)
+	if err != nil {
+		return true // when in doubt, keep the agent's files
+	}
+	return found && rec.Status != StatusFinished
+}
+
+// removeStaleSocketDirs removes the gateway socket dirs that harnesses of
+// runs no process drives left behind (a killed harness cannot clean up).
+func (h *Harness) removeStaleSocketDirs() {
+	recs, err := scan[RunRecord](h.j, []byte(prefixRun))
+	if err != nil {
+		h.log.Warn("list runs for stale socket dirs", "err", err)
+		return
+	}
+	for _, rec := range recs {
+		dir := rec.SocketDir
+		// Only directories this harness made: short, named ovn-*, holding at most a socket.
+		if dir == "" || h.isLive(rec.ID) || !strings.HasPrefix(filepath.Base(dir), "ovn-") {
+			continue
+		}
+		if _, err := os.Lstat(dir); err != nil {
+			continue
+		}
+		if err := os.RemoveAll(dir); err != nil {
+			h.log.Warn("remove stale socket dir", "run", rec.ID, "dir", dir, "err", err)
+		} else {
+			h.log.Debug("removed stale socket dir", "run", rec.ID, "dir", dir)
+		}
+	}
 }
 
 // reap keeps the logs of this state dir's orphaned containers (a harness
@@ -190,9 +239,9 @@ func (h *Harness) reap(ctx context.Context, eng *sandbox.Engine) ([]string, erro
 		stdout, stderr, err := eng.Logs(ctx, b.ID)
 		if err != nil {
 			h.log.Warn("read logs of orphaned container", "container", b.ID, "err", err)
+		} else {
+			att.StdoutBlob, att.StderrBlob = keepLogs(ctx, h, stdout, stderr)
 		}
-		att.StdoutBlob, _ = h.j.PutBlob(ctx, stdout)
-		att.StderrBlob, _ = h.j.PutBlob(ctx, stderr)
 		att.EndedAt = time.Now().UTC()
 		if att.End == "" {
 			att.End = "orphaned: the harness died while it ran; reaped"
@@ -201,6 +250,7 @@ func (h *Harness) reap(ctx context.Context, eng *sandbox.Engine) ([]string, erro
 			h.log.Warn("record orphaned attempt", "run", b.RunID, "attempt", b.Attempt, "err", err)
 		}
 	}
+	h.removeStaleSocketDirs()
 	return eng.Reap(ctx, h.isLive)
 }
 
@@ -373,6 +423,15 @@ func (h *Harness) Resume(ctx context.Context, runID string) (*Result, error) {
 	return h.drive(ctx, runID, plan)
 }
 
+// Lookup returns the summary of one run, or ErrRunNotFound.
+func (h *Harness) Lookup(runID string) (RunSummary, error) {
+	rec, err := h.runRecord(runID)
+	if err != nil {
+		return RunSummary{}, err
+	}
+	return h.summary(rec), nil
+}
+
 // runRecord reads a run's header; ErrRunNotFound names the newest run.
 func (h *Harness) runRecord(runID string) (RunRecord, error) {
 	var rec RunRecord
@@ -491,7 +550,7 @@ func (h *Harness) drive(ctx context.Context, runID string, plan sandboxPlan) (*R
 			h.log.Warn("remove socket dir", "dir", dir, "err", err)
 		}
 	}()
-	l, err := gateway.Listen(filepath.Join(dir, gateway.SocketName))
+	l, err := sandbox.ListenSocket(filepath.Join(dir, gateway.SocketName))
 	if err != nil {
 		return nil, err
 	}
@@ -594,7 +653,7 @@ func (h *Harness) load(ctx context.Context, runID string) (*run, error) {
 	}
 	for i := range effects {
 		e := &effects[i]
-		r.effects[e.Key] = e
+		r.effects[e.ID] = e
 		r.effectOrder = max(r.effectOrder, e.Order)
 		if e.Unkeyed {
 			r.unkeyed++
@@ -605,6 +664,9 @@ func (h *Harness) load(ctx context.Context, runID string) (*run, error) {
 		return nil, fmt.Errorf("read clock of run %s: %w", runID, err)
 	} else if ok {
 		r.clock = clk.Now
+	}
+	if !r.clock.Before(r.horizon) {
+		close(r.horizonCh)
 	}
 	var done DoneRecord
 	if ok, err := get(h.j, doneKey(runID), &done); err != nil {
@@ -664,12 +726,7 @@ func (h *Harness) Runs() ([]RunSummary, error) {
 	}
 	out := make([]RunSummary, 0, len(recs))
 	for _, r := range recs {
-		status := r.Status
-		if status == StatusRunning && !h.isLive(r.ID) {
-			status = StatusInterrupted
-		}
-		out = append(out, RunSummary{RunID: r.ID, Scenario: r.Scenario, Seed: r.Seed, Status: status,
-			Verdict: r.Verdict, StartedAt: r.StartedAt, Attempts: r.Attempts, Reason: r.Reason})
+		out = append(out, h.summary(r))
 	}
 	sort.SliceStable(out, func(i, k int) bool {
 		if !out[i].StartedAt.Equal(out[k].StartedAt) {
@@ -678,6 +735,15 @@ func (h *Harness) Runs() ([]RunSummary, error) {
 		return out[i].RunID > out[k].RunID
 	})
 	return out, nil
+}
+
+func (h *Harness) summary(r RunRecord) RunSummary {
+	status := r.Status
+	if status == StatusRunning && !h.isLive(r.ID) {
+		status = StatusInterrupted
+	}
+	return RunSummary{RunID: r.ID, Scenario: r.Scenario, Seed: r.Seed, Status: status,
+		Verdict: r.Verdict, StartedAt: r.StartedAt, Attempts: r.Attempts, Reason: r.Reason}
 }
 
 // AttemptLog is one attempt's kept output.

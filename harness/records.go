@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/overnight-dev/overnight/harness/journal"
@@ -100,7 +101,11 @@ const effectIntent = "intent"
 // EffectRecord is one effect's journal entry: written as an intent before
 // the world sees it, rewritten with the result after.
 type EffectRecord struct {
-	Key        string                `json:"key"`
+	// ID is the effect's identity in the journal and the tag the world
+	// keeps: "k/<key>" for a key the agent gave, "u/<n>" for the n-th
+	// unkeyed effect. The two spaces never meet, whatever key an agent sends.
+	ID         string                `json:"id"`
+	Key        string                `json:"key,omitempty"` // as the agent gave it; empty when unkeyed
 	Order      int64                 `json:"order"`
 	Kind       string                `json:"kind"`
 	Args       json.RawMessage       `json:"args"`
@@ -139,7 +144,9 @@ type FaultRecord struct {
 	AppliedVirtual time.Time `json:"applied_virtual,omitzero"`
 	HealedVirtual  time.Time `json:"healed_virtual,omitzero"`
 	AppliedWall    time.Time `json:"applied_wall,omitzero"`
-	Detail         string    `json:"detail,omitempty"`
+	// Error says why the fault could not be injected after it fired (for
+	// example, Docker refused the kill). Such a fault did not test anything.
+	Error string `json:"error,omitempty"`
 }
 
 // ClockRecord is the run's virtual clock.
@@ -182,10 +189,22 @@ func seqKey(prefix, runID string, n int64) []byte {
 	return []byte(prefix + runID + "/" + hex.EncodeToString(b[:]))
 }
 
-func runKey(id string) []byte                 { return []byte(prefixRun + id) }
-func clockKey(id string) []byte               { return []byte(prefixClock + id) }
-func doneKey(id string) []byte                { return []byte(prefixDone + id) }
-func effectKey(id, key string) []byte         { return []byte(prefixEffect + id + "/" + key) }
+func runKey(id string) []byte              { return []byte(prefixRun + id) }
+func clockKey(id string) []byte            { return []byte(prefixClock + id) }
+func doneKey(id string) []byte             { return []byte(prefixDone + id) }
+func effectKey(id, effectID string) []byte { return []byte(prefixEffect + id + "/" + effectID) }
+
+// Effect identities: agent keys and unkeyed effects live in separate spaces.
+func keyedID(key string) string { return "k/" + key }
+func unkeyedID(n int) string    { return fmt.Sprintf("u/%d", n) }
+
+// effectLabel is an effect identity as a person reads it.
+func effectLabel(id string) string {
+	if n, ok := strings.CutPrefix(id, "u/"); ok {
+		return "unkeyed #" + n
+	}
+	return strings.TrimPrefix(id, "k/")
+}
 func runPrefix(prefix, id string) []byte      { return []byte(prefix + id + "/") }
 func worldPrefix(id string) []byte            { return []byte(prefixWorld + id + "/") }
 func attemptKey(id string, n int) []byte      { return seqKey(prefixAttempt, id, int64(n)) }

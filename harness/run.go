@@ -82,7 +82,13 @@ func canonicalJSON(raw json.RawMessage) (json.RawMessage, error) {
 	if err := dec.Decode(&v); err != nil {
 		return nil, err
 	}
-	return json.Marshal(v)
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false) // keep <, > and & as the agent sent them
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
 // Authenticate implements gateway.Backend.
@@ -91,6 +97,19 @@ func (r *run) Authenticate(token string) (gateway.Caller, bool) {
 	defer r.mu.Unlock()
 	n, ok := r.tokens[hashHex([]byte(token))]
 	return gateway.Caller{Attempt: n}, ok
+}
+
+// acting checks, under mu, that c may act: write checkpoints, run effects,
+// move the clock. Once the agent has reported done it may not.
+func (r *run) acting(c gateway.Caller) error {
+	if err := r.writable(c); err != nil {
+		return err
+	}
+	if r.done != nil {
+		return gateway.Errorf(http.StatusConflict, protocol.CodeRunEnded,
+			"the agent reported done (%s) in attempt %d; no more effects, checkpoints or sleeps are accepted", r.done.Outcome, r.done.Attempt)
+	}
+	return nil
 }
 
 // writable checks, under mu, that c may change the run.
@@ -159,7 +178,7 @@ func (r *run) PutCheckpoint(ctx context.Context, c gateway.Caller, req protocol.
 
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if err := r.writable(c); err != nil {
+	if err := r.acting(c); err != nil {
 		return protocol.CheckpointAck{}, err
 	}
 	last := r.cp
@@ -222,8 +241,12 @@ func (r *run) fire(ctx context.Context, f *faultState) {
 	r.killedBy[r.current] = f.rec.Spec
 	if err := f.fault.Inject(ctx, runTarget{r}); err != nil {
 		r.log.Error("inject fault", "fault", f.rec.Spec, "err", err)
-		f.rec.Detail = err.Error()
-		_ = put(ctx, r.j, faultKey(r.rec.ID, f.rec.Index), f.rec)
+		delete(r.killedBy, r.current)
+		f.rec.Error = err.Error()
+		if perr := put(ctx, r.j, faultKey(r.rec.ID, f.rec.Index), f.rec); perr != nil {
+			r.log.Error("record failed fault", "fault", f.rec.Spec, "err", perr)
+		}
+		r.h.progress("fault %s could not be injected: %v", f.rec.Spec, err)
 	}
 }
 
@@ -240,7 +263,10 @@ func (t runTarget) KillAgent(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return eng.Kill(ctx, id, "SIGKILL")
+	// Bounded: the run's lock is held while the fault acts.
+	kctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	return eng.Kill(kctx, id, "SIGKILL")
 }
 
 // CrashHarness implements chaos.Target: the harness SIGKILLs itself.
@@ -256,19 +282,25 @@ func (r *run) Effect(ctx context.Context, c gateway.Caller, req protocol.EffectR
 	if err != nil {
 		return protocol.EffectResult{}, gateway.Errorf(http.StatusBadRequest, protocol.CodeBadRequest, "effect args: %v", err)
 	}
+	if len(args) > gateway.MaxEffectArgsBytes {
+		return protocol.EffectResult{}, gateway.Errorf(http.StatusRequestEntityTooLarge, protocol.CodeTooLarge,
+			"effect args are %d bytes; at most %d", len(args), gateway.MaxEffectArgsBytes)
+	}
 	argsHash := hashHex(append([]byte(req.Kind+"\x00"), args...))
 
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if err := r.writable(c); err != nil {
+	if err := r.acting(c); err != nil {
 		return protocol.EffectResult{}, err
 	}
-	key := req.Key
-	if key == "" {
+	var id string
+	if req.Key == "" {
 		r.unkeyed++
-		key = fmt.Sprintf("unkeyed-%d", r.unkeyed)
+		id = unkeyedID(r.unkeyed)
+	} else {
+		id = keyedID(req.Key)
 	}
-	rec := r.effects[key]
+	rec := r.effects[id]
 	if rec != nil {
 		if rec.ArgsHash != argsHash {
 			return protocol.EffectResult{}, gateway.Errorf(http.StatusConflict, protocol.CodeKeyReused,
@@ -281,35 +313,35 @@ func (r *run) Effect(ctx context.Context, c gateway.Caller, req protocol.EffectR
 		}
 		if rec.final() {
 			rec.Replays++
-			if err := put(ctx, r.j, effectKey(r.rec.ID, key), rec); err != nil {
-				return protocol.EffectResult{}, fmt.Errorf("record replay of effect %q: %w", key, err)
+			if err := put(ctx, r.j, effectKey(r.rec.ID, id), rec); err != nil {
+				return protocol.EffectResult{}, fmt.Errorf("record replay of effect %q: %w", req.Key, err)
 			}
 			return protocol.EffectResult{Key: req.Key, Status: rec.Status, Result: rec.Result, Error: rec.Error, Replayed: true}, nil
 		}
 	} else {
 		r.effectOrder++
-		rec = &EffectRecord{Key: key, Order: r.effectOrder, Kind: req.Kind, Args: args, ArgsHash: argsHash, Unkeyed: req.Key == ""}
+		rec = &EffectRecord{ID: id, Key: req.Key, Order: r.effectOrder, Kind: req.Kind, Args: args, ArgsHash: argsHash, Unkeyed: req.Key == ""}
 	}
 	rec.Status, rec.Result, rec.Error = effectIntent, nil, nil
 	rec.Attempt, rec.Virtual = c.Attempt, r.clock
-	if err := put(ctx, r.j, effectKey(r.rec.ID, key), rec); err != nil {
-		return protocol.EffectResult{}, fmt.Errorf("journal intent of effect %q: %w", key, err)
+	if err := put(ctx, r.j, effectKey(r.rec.ID, id), rec); err != nil {
+		return protocol.EffectResult{}, fmt.Errorf("journal intent of effect %s: %w", effectLabel(id), err)
 	}
-	r.effects[key] = rec
+	r.effects[id] = rec
 
 	// The gate: every effect is allowed in this version (the reflection
 	// loop adds holds and denials).
-	out, err := r.world.Execute(ctx, world.Request{Key: key, Kind: req.Kind, Args: args, Now: r.clock})
+	out, err := r.world.Execute(ctx, world.Request{Key: id, Kind: req.Kind, Args: args, Now: r.clock})
 	rec.Executions++
 	if err != nil {
 		rec.Status = protocol.StatusUnknown
 		rec.Error = &protocol.EffectError{Code: "unknown", Message: err.Error(), Status: http.StatusInternalServerError, Transient: true}
-		_ = put(ctx, r.j, effectKey(r.rec.ID, key), rec)
+		_ = put(ctx, r.j, effectKey(r.rec.ID, id), rec)
 		return protocol.EffectResult{Key: req.Key, Status: rec.Status, Error: rec.Error}, nil
 	}
 	rec.Status, rec.Result, rec.Error = out.Status, out.Result, out.Error
-	if err := put(ctx, r.j, effectKey(r.rec.ID, key), rec); err != nil {
-		return protocol.EffectResult{}, fmt.Errorf("journal result of effect %q: %w", key, err)
+	if err := put(ctx, r.j, effectKey(r.rec.ID, id), rec); err != nil {
+		return protocol.EffectResult{}, fmt.Errorf("journal result of effect %s: %w", effectLabel(id), err)
 	}
 	return protocol.EffectResult{Key: req.Key, Status: rec.Status, Result: rec.Result, Error: rec.Error}, nil
 }
@@ -320,9 +352,9 @@ func (r *run) reconcile(ctx context.Context, rec *EffectRecord) error {
 	if rec.Status != effectIntent && rec.Status != protocol.StatusUnknown {
 		return nil
 	}
-	out, found, err := r.world.Lookup(ctx, rec.Key)
+	out, found, err := r.world.Lookup(ctx, rec.ID)
 	if err != nil {
-		return fmt.Errorf("reconcile effect %q with the world: %w", rec.Key, err)
+		return fmt.Errorf("reconcile effect %s with the world: %w", effectLabel(rec.ID), err)
 	}
 	rec.Reconciled = true
 	if found {
@@ -332,10 +364,10 @@ func (r *run) reconcile(ctx context.Context, rec *EffectRecord) error {
 		rec.Error = &protocol.EffectError{Code: "not_executed", Status: http.StatusServiceUnavailable, Transient: true,
 			Message: "the world never received this effect (the harness stopped before executing it); retrying with the same key runs it"}
 	}
-	if err := put(ctx, r.j, effectKey(r.rec.ID, rec.Key), rec); err != nil {
-		return fmt.Errorf("record reconciliation of effect %q: %w", rec.Key, err)
+	if err := put(ctx, r.j, effectKey(r.rec.ID, rec.ID), rec); err != nil {
+		return fmt.Errorf("record reconciliation of effect %s: %w", effectLabel(rec.ID), err)
 	}
-	r.appendEventLocked(ctx, "harness.reconcile", fmt.Sprintf("effect %s reconciled: %s", rec.Key, rec.Status), nil)
+	_ = r.appendEventLocked(ctx, "harness.reconcile", fmt.Sprintf("effect %s reconciled: %s", effectLabel(rec.ID), rec.Status), nil)
 	return nil
 }
 
@@ -352,7 +384,7 @@ func (r *run) Sleep(ctx context.Context, c gateway.Caller, req protocol.SleepReq
 	ctx = context.WithoutCancel(ctx)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if err := r.writable(c); err != nil {
+	if err := r.acting(c); err != nil {
 		return protocol.Clock{}, err
 	}
 	var target time.Time
@@ -436,8 +468,12 @@ func (r *run) Done(ctx context.Context, c gateway.Caller, d protocol.Done) error
 	ctx = context.WithoutCancel(ctx)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.done != nil && c.Attempt == r.done.Attempt {
-		return nil // a retry
+	if r.done != nil {
+		if c.Attempt == r.done.Attempt && d.Outcome == r.done.Outcome {
+			return nil // a retry
+		}
+		return gateway.Errorf(http.StatusConflict, protocol.CodeRunEnded,
+			"the agent already reported done (%s) in attempt %d", r.done.Outcome, r.done.Attempt)
 	}
 	if err := r.writable(c); err != nil {
 		return err

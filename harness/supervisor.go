@@ -63,6 +63,11 @@ func (r *run) supervise(ctx context.Context, spec sandboxPlan) (endState, error)
 		if done {
 			return endState{reason: "the agent reported done"}, nil
 		}
+		select {
+		case <-r.horizonCh:
+			return endState{limit: true, reason: fmt.Sprintf("virtual horizon reached (%s of virtual time) before the agent finished", r.horizon.Sub(r.rec.VirtualStart))}, nil
+		default:
+		}
 		if n > r.rec.MaxAttempts {
 			last := r.lastAttempt()
 			return endState{limit: true, reason: fmt.Sprintf("crash loop: %d attempts ended without the agent reporting done (last: %s); max_attempts is %d",
@@ -83,11 +88,6 @@ func (r *run) supervise(ctx context.Context, spec sandboxPlan) (endState, error)
 		}
 		if ctx.Err() != nil {
 			return r.stopped(ctx)
-		}
-		select {
-		case <-r.horizonCh:
-			return endState{limit: true, reason: fmt.Sprintf("virtual horizon reached (%s of virtual time) before the agent finished", r.horizon.Sub(r.rec.VirtualStart))}, nil
-		default:
 		}
 	}
 }
@@ -144,7 +144,12 @@ func (r *run) attempt(ctx context.Context, eng *sandbox.Engine, n int, plan sand
 	env[protocol.EnvRunID] = r.rec.ID
 	env[protocol.EnvAttempt] = fmt.Sprint(n)
 
-	sb, err := eng.Create(ctx, sandbox.Spec{
+	// Create and start run to completion even on Ctrl-C, so that the
+	// harness always learns the container's id and can remove it; the
+	// cancellation is acted on right after.
+	dctx, dcancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+	defer dcancel()
+	sb, err := eng.Create(dctx, sandbox.Spec{
 		RunID: r.rec.ID, Attempt: n, Image: plan.image, Cmd: plan.cmd, Env: env,
 		SocketDir: r.rec.SocketDir, Workspace: workspaceVolume(r.rec.ID),
 	})
@@ -169,7 +174,7 @@ func (r *run) attempt(ctx context.Context, eng *sandbox.Engine, n int, plan sand
 			r.log.Warn("remove container", "container", sb.ID, "err", err)
 		}
 	}
-	if err := eng.Start(ctx, sb.ID); err != nil {
+	if err := eng.Start(dctx, sb.ID); err != nil {
 		r.endAttempt(ctx, n, sb.ID, nil, "could not start: "+err.Error(), eng)
 		cleanup()
 		return fmt.Errorf("attempt %d: %w", n, err)
@@ -219,8 +224,16 @@ func (r *run) attempt(ctx context.Context, eng *sandbox.Engine, n int, plan sand
 		end = "killed: virtual horizon reached"
 		w = kill(end)
 	}
-	if w.err != nil && ctx.Err() == nil {
-		r.log.Warn("wait for container", "container", sb.ID, "err", w.err)
+	if w.err != nil {
+		// The engine lost track of the container: its fate is unknown, so
+		// no exit code is recorded and no next attempt starts (two could
+		// run at once). The run ends interrupted and resumable; the reaper
+		// of the next run or resume removes whatever is left.
+		end := "lost: the Docker engine stopped answering about its container: " + w.err.Error()
+		r.endAttempt(ctx, n, sb.ID, nil, end, eng)
+		cleanup()
+		r.h.progress("attempt %d %s", n, end)
+		return fmt.Errorf("attempt %d: lost track of container %.12s: %w", n, sb.ID, w.err)
 	}
 	r.mu.Lock()
 	if f, ok := r.killedBy[n]; ok && end == "exited" {
@@ -275,13 +288,10 @@ func (r *run) endAttempt(ctx context.Context, n int, container string, code *int
 		stdout, stderr, err := eng.Logs(lctx, container)
 		cancel()
 		if err != nil {
+			// No blobs: the reaper may still recover the logs later.
 			r.log.Warn("read container logs", "container", container, "err", err)
-		}
-		if outHash, err = r.j.PutBlob(ctx, stdout); err != nil {
-			r.log.Warn("store stdout", "err", err)
-		}
-		if errHash, err = r.j.PutBlob(ctx, stderr); err != nil {
-			r.log.Warn("store stderr", "err", err)
+		} else {
+			outHash, errHash = r.keepLogs(ctx, stdout, stderr)
 		}
 	}
 	r.mu.Lock()
@@ -296,6 +306,26 @@ func (r *run) endAttempt(ctx context.Context, n int, container string, code *int
 		detail["exit_code"] = *code
 	}
 	_ = r.appendEventLocked(ctx, "harness.attempt_end", fmt.Sprintf("attempt %d ended: %s", n, end), detail)
+}
+
+// keepLogs stores an attempt's output as blobs; a hash is empty when its
+// blob could not be stored.
+func (r *run) keepLogs(ctx context.Context, stdout, stderr []byte) (string, string) {
+	return keepLogs(ctx, r.h, stdout, stderr)
+}
+
+func keepLogs(ctx context.Context, h *Harness, stdout, stderr []byte) (string, string) {
+	out, err := h.j.PutBlob(ctx, stdout)
+	if err != nil {
+		h.log.Warn("store stdout", "err", err)
+		return "", ""
+	}
+	errs, err := h.j.PutBlob(ctx, stderr)
+	if err != nil {
+		h.log.Warn("store stderr", "err", err)
+		return "", ""
+	}
+	return out, errs
 }
 
 func workspaceVolume(runID string) string { return "overnight-ws-" + runID }

@@ -74,6 +74,7 @@ type FaultResult struct {
 	AppliedVirtualMS *int64 `json:"applied_virtual_ms"`
 	HealedVirtualMS  *int64 `json:"healed_virtual_ms"`
 	Attempt          int    `json:"attempt,omitempty"`
+	Error            string `json:"error,omitempty"` // why it fired but could not be injected
 }
 
 // EffectCounts summarises the effects of a run.
@@ -147,7 +148,7 @@ func (r *run) judge(ctx context.Context, end endState) (*Result, error) {
 		res.Outcome = done.Outcome
 	}
 	for _, f := range faults {
-		fr := FaultResult{Kind: f.Kind, Spec: f.Spec, At: f.At, Applied: f.Applied, Attempt: f.AppliedAttempt}
+		fr := FaultResult{Kind: f.Kind, Spec: f.Spec, At: f.At, Applied: f.Applied, Attempt: f.AppliedAttempt, Error: f.Error}
 		if f.Applied {
 			a := ms(f.AppliedVirtual.Sub(rec.VirtualStart))
 			fr.AppliedVirtualMS = &a
@@ -188,7 +189,11 @@ func (r *run) judge(ctx context.Context, end endState) (*Result, error) {
 			if len(dups) > 0 {
 				var parts []string
 				for _, d := range dups {
-					parts = append(parts, fmt.Sprintf("%s %q created %d times (%s, by keys %s)", d.Kind, d.Name, d.Count, strings.Join(d.IDs, ", "), strings.Join(d.Keys, ", ")))
+					var keys []string
+					for _, k := range d.Keys {
+						keys = append(keys, effectLabel(k))
+					}
+					parts = append(parts, fmt.Sprintf("%s %q created %d times (%s, by %s)", d.Kind, d.Name, d.Count, strings.Join(d.IDs, ", "), strings.Join(keys, ", ")))
 				}
 				ir.Verdict, ir.Detail = VerdictFail, strings.Join(parts, "; ")
 			}
@@ -216,21 +221,31 @@ func (r *run) judge(ctx context.Context, end endState) (*Result, error) {
 				var keys []string
 				for _, e := range effects {
 					if e.Status == effectIntent || e.Status == protocol.StatusUnknown {
-						keys = append(keys, e.Key)
+						keys = append(keys, effectLabel(e.ID))
 					}
 				}
 				ir.Verdict, ir.Detail = VerdictUnknown, fmt.Sprintf("%d effects in doubt: %s", len(keys), strings.Join(keys, ", "))
 			}
 		case InvFaultsFired:
-			var missed []string
+			var missed, failed []string
 			for _, f := range faults {
-				if !f.Applied {
+				switch {
+				case !f.Applied:
 					missed = append(missed, f.Spec)
+				case f.Error != "":
+					failed = append(failed, fmt.Sprintf("%s (%s)", f.Spec, f.Error))
 				}
 			}
 			ir.Verdict, ir.Detail = VerdictPass, fmt.Sprintf("all %d scheduled faults fired", len(faults))
+			var why []string
 			if len(missed) > 0 {
-				ir.Verdict, ir.Detail = VerdictUnknown, "never fired, so the run did not test them: "+strings.Join(missed, ", ")
+				why = append(why, "never fired, so the run did not test them: "+strings.Join(missed, ", "))
+			}
+			if len(failed) > 0 {
+				why = append(why, "fired but could not be injected: "+strings.Join(failed, ", "))
+			}
+			if len(why) > 0 {
+				ir.Verdict, ir.Detail = VerdictUnknown, strings.Join(why, "; ")
 			}
 		default:
 			ir.Verdict, ir.Detail = VerdictUnknown, "this version of overnight cannot check it"
@@ -239,6 +254,16 @@ func (r *run) judge(ctx context.Context, end endState) (*Result, error) {
 	}
 
 	res.Verdict = VerdictPass
+	judged := false
+	for _, ir := range res.Invariants {
+		if ir.Kind == KindAlways || ir.Kind == KindEventually {
+			judged = true
+		}
+	}
+	if !judged {
+		res.Invariants = append(res.Invariants, InvariantResult{Name: "invariants-listed", Kind: KindAlways, Verdict: VerdictUnknown,
+			Detail: "the scenario lists no safety or liveness invariant, so nothing about the run was judged"})
+	}
 	for _, ir := range res.Invariants {
 		if ir.Verdict == VerdictFail {
 			res.Verdict = VerdictFail

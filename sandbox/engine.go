@@ -162,6 +162,10 @@ type Options struct {
 	// LogLimit is how many bytes of each of stdout and stderr Logs keeps (the last ones).
 	// Default: 4 MiB.
 	LogLimit int
+	// KeepVolume, if set, says which dead runs' workspace volumes Reap must keep: runs that
+	// are not live but can still be resumed. Their containers are reaped all the same.
+	// Default: none are kept. ReapAll ignores it.
+	KeepVolume func(runID string) bool
 }
 
 // Engine creates and manages sandboxes of one state directory on one Docker engine.
@@ -171,6 +175,7 @@ type Engine struct {
 	state    string
 	log      *slog.Logger
 	logLimit int
+	keepVol  func(runID string) bool
 
 	buildMu sync.Mutex // one image build at a time; a concurrent EnsureImage then finds the tag
 }
@@ -186,7 +191,7 @@ func New(api API, opts Options) *Engine {
 	if opts.LogLimit <= 0 {
 		opts.LogLimit = 4 << 20
 	}
-	return &Engine{api: api, state: opts.StateHash, log: opts.Logger, logLimit: opts.LogLimit}
+	return &Engine{api: api, state: opts.StateHash, log: opts.Logger, logLimit: opts.LogLimit, keepVol: opts.KeepVolume}
 }
 
 // StateHash returns the state identity this Engine labels and reaps.

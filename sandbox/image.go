@@ -45,15 +45,26 @@ type ImageSpec struct {
 	BaseImage string
 }
 
-// EnsureImage returns the reference of the sandbox image for spec, building it first unless the
-// engine already has it. The image is FROM scratch (or FROM BaseImage) with InitPath (and
-// AgentPath), WorkspacePath (and, FROM scratch, /tmp) owned by 65534, USER 65534:65534,
-// ENTRYPOINT ["/overnight","init","--"] and the label overnight.managed=true. Its tag,
-// "overnight-sandbox:<hash12>", is a hash of the binaries' contents, the base image's id and the
-// image layout, so the build happens once per distinct input.
-func (e *Engine) EnsureImage(ctx context.Context, spec ImageSpec) (string, error) {
+// ImageRef returns the reference EnsureImage gives (or gave) the image for spec, without
+// building anything: to find, say, the image a test suite's binary made so as to remove it.
+func (e *Engine) ImageRef(ctx context.Context, spec ImageSpec) (string, error) {
+	in, err := e.inputs(ctx, spec)
+	if err != nil {
+		return "", err
+	}
+	return in.tag, nil
+}
+
+// imageInputs are what an image is built from, and the tag they hash to.
+type imageInputs struct {
+	bins     []imageFile
+	base     *image.InspectResponse
+	tag, sum string
+}
+
+func (e *Engine) inputs(ctx context.Context, spec ImageSpec) (imageInputs, error) {
 	if spec.InitBinary == "" {
-		return "", fmt.Errorf("ensure image: %w: InitBinary is required (a static linux/amd64 overnight binary)", ErrInvalidSpec)
+		return imageInputs{}, fmt.Errorf("ensure image: %w: InitBinary is required (a static linux/amd64 overnight binary)", ErrInvalidSpec)
 	}
 	// The bytes hashed are the bytes built from, so the tag always names what is inside.
 	bins := []imageFile{{role: "init", src: spec.InitBinary, dst: InitPath}}
@@ -64,7 +75,7 @@ func (e *Engine) EnsureImage(ctx context.Context, spec ImageSpec) (string, error
 	fmt.Fprintf(h, "%s\n", imageFormat)
 	for i := range bins {
 		if err := bins[i].load(); err != nil {
-			return "", err
+			return imageInputs{}, err
 		}
 		fmt.Fprintf(h, "%s %d\n", bins[i].role, len(bins[i].data))
 		h.Write(bins[i].data)
@@ -74,15 +85,29 @@ func (e *Engine) EnsureImage(ctx context.Context, spec ImageSpec) (string, error
 		info, err := e.api.ImageInspect(ctx, spec.BaseImage)
 		if err != nil {
 			if cerrdefs.IsNotFound(err) {
-				return "", fmt.Errorf("ensure image: base image %s is not on the engine, which can pull nothing: build, load or import it first: %w", spec.BaseImage, ErrNotFound)
+				return imageInputs{}, fmt.Errorf("ensure image: base image %s is not on the engine, which can pull nothing: build, load or import it first: %w", spec.BaseImage, ErrNotFound)
 			}
-			return "", wrap("ensure image: inspect base image", spec.BaseImage, err)
+			return imageInputs{}, wrap("ensure image: inspect base image", spec.BaseImage, err)
 		}
 		base = &info
 		fmt.Fprintf(h, "base %s\n", info.ID)
 	}
 	sum := hex.EncodeToString(h.Sum(nil))
-	tag := ImageRepo + ":" + sum[:12]
+	return imageInputs{bins: bins, base: base, tag: ImageRepo + ":" + sum[:12], sum: sum}, nil
+}
+
+// EnsureImage returns the reference of the sandbox image for spec, building it first unless the
+// engine already has it. The image is FROM scratch (or FROM BaseImage) with InitPath (and
+// AgentPath), WorkspacePath (and, FROM scratch, /tmp) owned by 65534, USER 65534:65534,
+// ENTRYPOINT ["/overnight","init","--"] and the label overnight.managed=true. Its tag,
+// "overnight-sandbox:<hash12>", is a hash of the binaries' contents, the base image's id and the
+// image layout, so the build happens once per distinct input.
+func (e *Engine) EnsureImage(ctx context.Context, spec ImageSpec) (string, error) {
+	in, err := e.inputs(ctx, spec)
+	if err != nil {
+		return "", err
+	}
+	tag, sum, bins, base := in.tag, in.sum, in.bins, in.base
 
 	e.buildMu.Lock()
 	defer e.buildMu.Unlock()

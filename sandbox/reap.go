@@ -52,9 +52,9 @@ func (e *Engine) list(ctx context.Context, f filters.Args) ([]Sandbox, error) {
 }
 
 // Reap removes this state directory's sandboxes whose run is not live (live(runID) false; a
-// nil live means none is), running or not, then the workspace volumes of those runs. It
-// returns the ids of the containers it removed, and every failure joined. It never touches
-// another state directory's containers or volumes.
+// nil live means none is), running or not, then the workspace volumes of those runs unless
+// Options.KeepVolume keeps them. It returns the ids of the containers it removed, and every
+// failure joined. It never touches another state directory's containers or volumes.
 func (e *Engine) Reap(ctx context.Context, live func(runID string) bool) ([]string, error) {
 	if live == nil {
 		live = func(string) bool { return false }
@@ -63,20 +63,23 @@ func (e *Engine) Reap(ctx context.Context, live func(runID string) bool) ([]stri
 		run := labels[LabelRun]
 		return run != "" && !live(run)
 	}
+	deadVolume := func(labels map[string]string) bool {
+		return dead(labels) && (e.keepVol == nil || !e.keepVol(labels[LabelRun]))
+	}
 	return e.reap(ctx, "reap state "+e.state, filters.NewArgs(
 		filters.Arg("label", LabelManaged+"=true"),
 		filters.Arg("label", LabelState+"="+e.state),
-	), dead)
+	), dead, deadVolume)
 }
 
 // ReapAll removes every container and volume labelled overnight.managed=true, whatever its
 // state directory or run (`overnight gc --all`). It returns the removed container ids.
 func (e *Engine) ReapAll(ctx context.Context) ([]string, error) {
-	return e.reap(ctx, "reap all", filters.NewArgs(filters.Arg("label", LabelManaged+"=true")),
-		func(map[string]string) bool { return true })
+	all := func(map[string]string) bool { return true }
+	return e.reap(ctx, "reap all", filters.NewArgs(filters.Arg("label", LabelManaged+"=true")), all, all)
 }
 
-func (e *Engine) reap(ctx context.Context, op string, f filters.Args, doomed func(labels map[string]string) bool) ([]string, error) {
+func (e *Engine) reap(ctx context.Context, op string, f filters.Args, doomed, doomedVolume func(labels map[string]string) bool) ([]string, error) {
 	cs, err := e.api.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
 	if err != nil {
 		return nil, wrap(op+": list", "containers", err)
@@ -106,7 +109,7 @@ func (e *Engine) reap(ctx context.Context, op string, f filters.Args, doomed fun
 		return removed, errors.Join(append(errs, wrap(op+": list", "volumes", err))...)
 	}
 	for _, v := range vols.Volumes {
-		if v == nil || !doomed(v.Labels) {
+		if v == nil || !doomedVolume(v.Labels) {
 			continue
 		}
 		if err := e.RemoveVolume(ctx, v.Name); err != nil {

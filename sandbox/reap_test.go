@@ -88,6 +88,24 @@ var _ = Describe("List and Reap", func() {
 		Expect(removed).To(BeEmpty())
 	})
 
+	It("keeps the workspace volume of a dead run that KeepVolume says is resumable", func(ctx SpecContext) {
+		resumable := agentSpec("sleep", "60s")
+		resumable.Workspace = "ovn-test-ws-" + resumable.RunID
+		finished := agentSpec("sleep", "60s")
+		finished.Workspace = "ovn-test-ws-" + finished.RunID
+		e := newEngine(func(o *sandbox.Options) {
+			o.KeepVolume = func(run string) bool { return run == resumable.RunID }
+		})
+		r1 := start(ctx, e, resumable)
+		f1 := start(ctx, e, finished)
+
+		removed, err := e.Reap(ctx, nil)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(removed).To(ConsistOf(r1.ID, f1.ID), "containers of dead runs go, resumable or not")
+		Expect(volumeExists(ctx, resumable.Workspace)).To(BeTrue(), "a resumable run keeps its workspace")
+		Expect(volumeExists(ctx, finished.Workspace)).To(BeFalse())
+	})
+
 	It("ReapAll removes every managed container and volume, whatever the state dir", func(ctx SpecContext) {
 		scope := "overnight.test.reapall=" + nextRun()
 		var scoped sandbox.API = scopedAPI{countingAPI: api, label: scope}

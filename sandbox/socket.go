@@ -18,8 +18,9 @@ const maxSocketPath = 107
 var ErrSocketInUse = errors.New("gateway socket in use")
 
 // NewSocketDir makes a short, fresh directory for a run's gateway socket, like /tmp/ovn-1234,
-// mode 0777 so the sandbox's non-root user can connect through the bind mount (the socket is
-// guarded by the per-attempt token, not by file permissions). It falls back to /tmp when
+// mode 0711: the sandbox's non-root user may search it to reach the socket through the bind
+// mount (the socket itself is 0666, guarded by the per-attempt token), but no other user can
+// list it, unlink the socket or plant one of their own. It falls back to /tmp when
 // os.TempDir() is too long for a socket path. cleanup removes the directory and its contents.
 func NewSocketDir() (dir string, cleanup func() error, err error) {
 	base := os.TempDir()
@@ -33,7 +34,7 @@ func NewSocketDir() (dir string, cleanup func() error, err error) {
 	cleanup = func() error { return os.RemoveAll(dir) }
 	// MkdirTemp applies the umask; the bind-mounted directory must be searchable by the
 	// sandbox user whatever it is.
-	if err := os.Chmod(dir, 0o777); err != nil {
+	if err := os.Chmod(dir, 0o711); err != nil {
 		return "", nil, errors.Join(fmt.Errorf("make gateway socket dir %s accessible: %w", dir, err), cleanup())
 	}
 	if err := removeStaleSocket(filepath.Join(dir, SocketName)); err != nil {

@@ -25,7 +25,7 @@ var _ = Describe("socket dirs", func() {
 		Expect(len(filepath.Join(dir, sandbox.SocketName))).To(BeNumerically("<=", 107))
 		fi, err := os.Stat(dir)
 		Expect(err).NotTo(HaveOccurred())
-		Expect(fi.Mode().Perm()).To(Equal(os.FileMode(0o777)))
+		Expect(fi.Mode().Perm()).To(Equal(os.FileMode(0o711)))
 
 		ln, err := sandbox.ListenSocket(filepath.Join(dir, sandbox.SocketName))
 		Expect(err).NotTo(HaveOccurred())

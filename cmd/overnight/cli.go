@@ -70,7 +70,16 @@ func (g *globals) logger() *slog.Logger {
 }
 
 func (g *globals) open(ctx context.Context, progress bool) (*harness.Harness, error) {
-	opts := harness.Options{StateDir: g.state, InitBinary: g.initBinary, Logger: g.logger()}
+	return g.openWith(ctx, harness.Options{}, progress)
+}
+
+// openExisting opens a state dir that must already hold a journal.
+func (g *globals) openExisting(ctx context.Context, progress bool) (*harness.Harness, error) {
+	return g.openWith(ctx, harness.Options{Existing: true}, progress)
+}
+
+func (g *globals) openWith(ctx context.Context, opts harness.Options, progress bool) (*harness.Harness, error) {
+	opts.StateDir, opts.InitBinary, opts.Logger = g.state, g.initBinary, g.logger()
 	if progress {
 		opts.Progress = g.stderr
 	}
@@ -164,9 +173,23 @@ func outputFlag(cmd *cobra.Command, output *string) {
 	}
 }
 
-// interruptible returns a context cancelled by SIGINT or SIGTERM.
-func interruptible() (context.Context, context.CancelFunc) {
-	return signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+// interruptible returns a context cancelled by the first SIGINT or
+// SIGTERM; the harness then cleans up. A second one is not caught: it ends
+// the process at once, for when cleanup hangs.
+func (g *globals) interruptible() (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.Background())
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	go func() {
+		select {
+		case sig := <-sigs:
+			signal.Stop(sigs) // a second signal gets the default action
+			fmt.Fprintf(g.stderr, "overnight: %s: cleaning up (interrupt again to quit at once)\n", sig)
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() { signal.Stop(sigs); cancel() }
 }
 
 func writeJSON(w io.Writer, v any) error {
@@ -239,7 +262,13 @@ func runCmd(g *globals) *cobra.Command {
 					req.Faults = append(req.Faults, s)
 				}
 			}
-			ctx, stop := interruptible()
+			if timeout < 0 {
+				return &codeError{exitError, fmt.Errorf("--timeout %s: want a positive duration", timeout)}
+			}
+			if maxAttempts < 0 {
+				return &codeError{exitError, fmt.Errorf("--max-attempts %d: want at least 1", maxAttempts)}
+			}
+			ctx, stop := g.interruptible()
 			defer stop()
 			h, err := g.open(ctx, !g.quiet)
 			if err != nil {
@@ -275,13 +304,16 @@ func resumeCmd(g *globals) *cobra.Command {
 		Short: "Continue a run from the journal alone (after Ctrl-C or a harness crash)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx, stop := interruptible()
+			ctx, stop := g.interruptible()
 			defer stop()
-			h, err := g.open(ctx, !g.quiet)
+			h, err := g.openExisting(ctx, !g.quiet)
 			if err != nil {
 				return &codeError{exitError, err}
 			}
 			defer h.Close()
+			if _, err := h.Lookup(args[0]); err != nil {
+				return &codeError{exitError, err}
+			}
 			fmt.Fprintf(g.stderr, "run %s\n", args[0])
 			res, err := h.Resume(ctx, args[0])
 			if err != nil {
@@ -301,7 +333,7 @@ func runsCmd(g *globals) *cobra.Command {
 		Short: "List the runs in the state dir, newest first",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			h, err := g.open(cmd.Context(), false)
+			h, err := g.openExisting(cmd.Context(), false)
 			if err != nil {
 				return &codeError{exitError, err}
 			}
@@ -340,7 +372,7 @@ func logsCmd(g *globals) *cobra.Command {
 		Short: "Print each attempt's stdout and stderr, kept before its container was removed",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			h, err := g.open(cmd.Context(), false)
+			h, err := g.openExisting(cmd.Context(), false)
 			if err != nil {
 				return &codeError{exitError, err}
 			}
@@ -389,12 +421,13 @@ func logsCmd(g *globals) *cobra.Command {
 
 func gcCmd(g *globals) *cobra.Command {
 	var all bool
+	var output string
 	cmd := &cobra.Command{
 		Use:   "gc",
 		Short: "Remove containers left by dead runs of this state dir (--all: every overnight container)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx, stop := interruptible()
+			ctx, stop := g.interruptible()
 			defer stop()
 			h, err := g.open(ctx, false)
 			if err != nil {
@@ -405,6 +438,12 @@ func gcCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return &codeError{exitError, err}
 			}
+			if output == "json" {
+				if removed == nil {
+					removed = []string{}
+				}
+				return writeJSON(g.stdout, map[string]any{"removed": removed})
+			}
 			fmt.Fprintf(g.stdout, "removed %d containers\n", len(removed))
 			for _, id := range removed {
 				fmt.Fprintf(g.stdout, "  %.12s\n", id)
@@ -413,6 +452,7 @@ func gcCmd(g *globals) *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&all, "all", false, "remove every container labelled overnight.managed=true, whatever its state dir")
+	outputFlag(cmd, &output)
 	return cmd
 }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -34,17 +35,20 @@ var (
 var _ = BeforeSuite(func(ctx SpecContext) {
 	dir, err := os.MkdirTemp("", "ovn-cli-bin-")
 	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(func(ctx SpecContext) {
+		// The sandbox image this suite's own binary made goes with it.
+		if docker != nil {
+			eng := sandbox.New(docker, sandbox.Options{})
+			if ref, err := eng.ImageRef(ctx, sandbox.ImageSpec{InitBinary: bin}); err == nil {
+				Expect(eng.RemoveImage(ctx, ref)).To(Succeed())
+			}
+		}
+		Expect(os.RemoveAll(dir)).To(Succeed())
+	})
 	bin = filepath.Join(dir, "overnight")
 	Expect(harnesstest.Build(ctx, "./cmd/overnight", bin, fmt.Sprintf("cli-%d", time.Now().UnixNano()))).To(Succeed())
 	docker, err = sandbox.Connect(ctx)
 	Expect(err).NotTo(HaveOccurred())
-	DeferCleanup(func(ctx SpecContext) {
-		eng := sandbox.New(docker, sandbox.Options{})
-		if ref, err := eng.EnsureImage(ctx, sandbox.ImageSpec{InitBinary: bin}); err == nil {
-			Expect(eng.RemoveImage(ctx, ref)).To(Succeed())
-		}
-		Expect(os.RemoveAll(dir)).To(Succeed())
-	})
 }, NodeTimeout(6*time.Minute))
 
 type outcome struct {
@@ -188,14 +192,56 @@ var _ = Describe("overnight run", func() {
 	}, SpecTimeout(3*time.Minute))
 })
 
+// slowScenario writes the deploy scenario with a "slow" variant whose
+// agent waits before each step, so that a run can be hit mid-way.
+func slowScenario(delay string) string {
+	raw, err := os.ReadFile(filepath.Join(harnesstest.ModuleRoot(), "scenarios", "builtin", "deploy.yaml"))
+	Expect(err).NotTo(HaveOccurred())
+	file := filepath.Join(GinkgoT().TempDir(), "slow.yaml")
+	slow := strings.Replace(string(raw), "\nagents:\n", "\nagents:\n  slow: {builtin: deployer, args: [--step-delay, "+delay+"]}\n", 1)
+	Expect(os.WriteFile(file, []byte(slow), 0o644)).To(Succeed())
+	return file
+}
+
+var _ = Describe("a harness SIGKILLed at random points", func() {
+	It("always resumes to the same history, with no effect run twice", func(ctx SpecContext) {
+		file := slowScenario("150ms")
+		ref := overnight(ctx, stateDir(), nil, "run", file, "--agent", "slow", "-o", "json", "-q")
+		Expect(ref.code).To(Equal(0), ref.stderr)
+		want := decodeResult(ref.stdout).HistoryDigest
+
+		rng := rand.New(rand.NewPCG(uint64(GinkgoRandomSeed()), 7))
+		for i := 0; i < 4; i++ {
+			state := stateDir()
+			delay := time.Duration(rng.IntN(1200)) * time.Millisecond
+			By(fmt.Sprintf("killing the harness %s after it starts (seed %d)", delay, GinkgoRandomSeed()))
+			cmd := exec.CommandContext(ctx, bin, "--state", state, "run", file, "--agent", "slow", "-o", "json", "-q")
+			var errb bytes.Buffer
+			cmd.Stderr = &errb
+			Expect(cmd.Start()).To(Succeed())
+			time.Sleep(delay)
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			first := strings.SplitN(errb.String(), "\n", 2)[0]
+			if !strings.HasPrefix(first, "run ") {
+				continue // killed before the run was recorded: nothing to resume
+			}
+			runID := strings.TrimPrefix(first, "run ")
+			r := overnight(ctx, state, nil, "resume", runID, "-o", "json", "-q")
+			Expect(r.code).To(Equal(0), r.stderr)
+			res := decodeResult(r.stdout)
+			Expect(res.Verdict).To(Equal("pass"), res.Reason)
+			Expect(res.Effects.Executed).To(Equal(5), "no effect may run twice")
+			Expect(res.Effects.Duplicates).To(Equal(0))
+			Expect(res.HistoryDigest).To(Equal(want), "a crash must not change what happened")
+		}
+	}, SpecTimeout(4*time.Minute))
+})
+
 var _ = Describe("Ctrl-C", func() {
 	It("kills the attempt, leaves the run resumable, exits 3, and resume finishes it", func(ctx SpecContext) {
 		state := stateDir()
-		raw, err := os.ReadFile(filepath.Join(harnesstest.ModuleRoot(), "scenarios", "builtin", "deploy.yaml"))
-		Expect(err).NotTo(HaveOccurred())
-		file := filepath.Join(GinkgoT().TempDir(), "slow.yaml")
-		slow := strings.Replace(string(raw), "\nagents:\n", "\nagents:\n  slow: {builtin: deployer, args: [--step-delay, 400ms]}\n", 1)
-		Expect(os.WriteFile(file, []byte(slow), 0o644)).To(Succeed())
+		file := slowScenario("400ms")
 
 		cmd := exec.CommandContext(ctx, bin, "--state", state, "run", file, "--agent", "slow")
 		var out bytes.Buffer
@@ -257,6 +303,25 @@ var _ = Describe("bad input", func() {
 		o = overnight(ctx, state, nil, "resume", "no-such-run")
 		Expect(o.code).To(Equal(3))
 		Expect(o.stderr).To(ContainSubstring("no such run"))
+		Expect(o.stderr).NotTo(ContainSubstring("run no-such-run\n"), "an unknown run is not announced")
+		o = overnight(ctx, state, nil, "run", "deploy", "--timeout", "-1s")
+		Expect(o.code).To(Equal(3))
+		Expect(o.stderr).To(ContainSubstring("--timeout"))
+		o = overnight(ctx, state, nil, "run", "deploy", "--max-attempts", "-2")
+		Expect(o.code).To(Equal(3))
+		o = overnight(ctx, state, nil, "runs", "--output", "yaml")
+		Expect(o.code).To(Equal(3))
+		Expect(o.stderr).To(ContainSubstring("want text or json"))
+	})
+
+	It("exits 3 for runs, logs and resume on a state dir that does not exist, and creates nothing", func(ctx SpecContext) {
+		missing := filepath.Join(GinkgoT().TempDir(), "typo")
+		for _, args := range [][]string{{"runs"}, {"logs", "x"}, {"resume", "x"}} {
+			o := overnight(ctx, missing, nil, args...)
+			Expect(o.code).To(Equal(3), "%v", args)
+			Expect(o.stderr).To(ContainSubstring("no such state dir"))
+		}
+		Expect(missing).NotTo(BeADirectory())
 	})
 
 	It("exits 3 when the Docker engine is unreachable, and records no run", func(ctx SpecContext) {

@@ -19,7 +19,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"strings"
 	"time"
 
@@ -96,32 +95,6 @@ func New(backend Backend, log *slog.Logger) *Server {
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
 	return s
-}
-
-// Listen creates the unix socket at path, unlinking a stale socket a killed
-// harness left behind, and makes it usable by the sandbox's non-root user
-// (mode 0666; the per-attempt token is what guards it).
-func Listen(path string) (net.Listener, error) {
-	if len(path) >= 108 {
-		return nil, fmt.Errorf("gateway socket path %q is %d bytes; unix socket paths must be under 108: use a shorter socket dir", path, len(path))
-	}
-	if fi, err := os.Lstat(path); err == nil {
-		if fi.Mode()&os.ModeSocket == 0 {
-			return nil, fmt.Errorf("gateway socket path %q exists and is not a socket; refusing to replace it", path)
-		}
-		if err := os.Remove(path); err != nil {
-			return nil, fmt.Errorf("remove stale gateway socket %q: %w", path, err)
-		}
-	}
-	l, err := net.Listen("unix", path)
-	if err != nil {
-		return nil, fmt.Errorf("listen on gateway socket %q: %w", path, err)
-	}
-	if err := os.Chmod(path, 0o666); err != nil {
-		_ = l.Close()
-		return nil, fmt.Errorf("chmod gateway socket %q: %w", path, err)
-	}
-	return l, nil
 }
 
 // Serve serves on l until Shutdown; it returns nil after a clean shutdown.

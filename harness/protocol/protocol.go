@@ -33,14 +33,12 @@ const (
 	CodeConflict       = "conflict"     // 409: stale expect_seq
 	CodeKeyReused      = "key_reused"   // 409: same idempotency key, different arguments
 	CodeBadRequest     = "bad_request"  // 400: malformed JSON or a missing/invalid field
-	CodeUnknownKind    = "unknown_kind" // 400: effect kind the world does not offer
 	CodeNotFound       = "not_found"    // 404: no such endpoint
 	CodeMethod         = "method_not_allowed"
 	CodeTooLarge       = "too_large"       // 413: body over the limit
 	CodeNotImplemented = "not_implemented" // 501: endpoint reserved for a later version
 	CodeRunEnded       = "run_ended"       // 409: the run already finished
 	CodeInternal       = "internal"        // 500: the harness failed (journal, world)
-	CodeUnavailable    = "unavailable"     // 503: the harness is shutting down
 )
 
 // ErrorBody is the body of every non-2xx response.
