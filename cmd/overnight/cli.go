@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"sort"
 	"strings"
 	"syscall"
 	"time"
@@ -486,26 +487,42 @@ func faultsCmd(g *globals) *cobra.Command {
 }
 
 func scenariosCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
+	var output string
+	cmd := &cobra.Command{
 		Use:   "scenarios",
 		Short: "List the built-in scenarios",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			type entry struct {
+				Name        string   `json:"name"`
+				Description string   `json:"description"`
+				Variants    []string `json:"variants"`
+			}
+			var list []entry
 			for _, name := range builtin.Names() {
 				s, err := resolveScenario(name)
 				if err != nil {
 					return &codeError{exitError, err}
 				}
-				variants := ""
+				e := entry{Name: name, Description: strings.TrimSpace(s.Description), Variants: []string{}}
 				for v := range s.Agents {
-					variants += " --agent " + v
+					e.Variants = append(e.Variants, v)
 				}
-				fmt.Fprintf(g.stdout, "%s\n  %s\n", name, strings.TrimSpace(s.Description))
-				if variants != "" {
-					fmt.Fprintf(g.stdout, "  variants:%s\n", variants)
+				sort.Strings(e.Variants)
+				list = append(list, e)
+			}
+			if output == "json" {
+				return writeJSON(g.stdout, map[string]any{"scenarios": list})
+			}
+			for _, e := range list {
+				fmt.Fprintf(g.stdout, "%s\n  %s\n", e.Name, e.Description)
+				if len(e.Variants) > 0 {
+					fmt.Fprintf(g.stdout, "  variants (--agent): %s\n", strings.Join(e.Variants, ", "))
 				}
 			}
 			return nil
 		},
 	}
+	outputFlag(cmd, &output)
+	return cmd
 }

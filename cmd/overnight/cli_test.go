@@ -375,6 +375,21 @@ var _ = Describe("bad input", func() {
 	})
 })
 
+var _ = Describe("a damaged state dir", func() {
+	It("exits 3 saying so, and changes nothing in it", func(ctx SpecContext) {
+		state := stateDir()
+		j, err := journal.Open(state, journal.Options{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(j.Close()).To(Succeed())
+		manifest := filepath.Join(state, "journal", "MANIFEST")
+		Expect(os.WriteFile(manifest, []byte("garbage"), 0o600)).To(Succeed())
+		o := overnight(ctx, state, nil, "runs")
+		Expect(o.code).To(Equal(3))
+		Expect(o.stderr).To(ContainSubstring("may be damaged"))
+		Expect(os.ReadFile(manifest)).To(Equal([]byte("garbage")))
+	})
+})
+
 var _ = Describe("overnight gc", func() {
 	It("removes this state dir's leftovers of dead runs and nothing of other state dirs", func(ctx SpecContext) {
 		mine, other := stateDir(), stateDir()
