@@ -4,19 +4,74 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sort"
 	"strings"
+	"time"
 )
 
-// Target is what a fault acts on. The harness implements it for a live
-// run; faults never reach Docker, the journal or the world except through
-// it.
-type Target interface {
+// Process is what process faults act on: the agent's current container,
+// and the harness itself.
+type Process interface {
 	// KillAgent SIGKILLs the current attempt's container.
 	KillAgent(ctx context.Context) error
-	// CrashHarness SIGKILLs the harness process itself. In production it
-	// does not return.
+	// StopAgent sends SIGTERM and SIGKILLs after grace. If down > 0, the
+	// next attempt starts only once down of virtual time has passed.
+	StopAgent(ctx context.Context, grace, down time.Duration) error
+	// PauseAgent freezes the container; UnpauseAgent thaws it.
+	PauseAgent(ctx context.Context) error
+	UnpauseAgent(ctx context.Context) error
+	// CrashHarness SIGKILLs the harness process. In production it does
+	// not return.
 	CrashHarness(ctx context.Context) error
+}
+
+// Network is what network faults act on: the agent's only link, the
+// gateway socket (see Link).
+type Network interface {
+	Drop()
+	Blackhole()
+	SetLatency(d, jitter time.Duration)
+	Heal()
+}
+
+// World is what world faults act on: the simulated world's API and the
+// path of effects to it.
+type World interface {
+	// SetAPIVersion switches the world's API version and returns the
+	// previous one.
+	SetAPIVersion(ctx context.Context, version string) (string, error)
+	// SetEffectToxic makes effects fail with a transient 5xx before they
+	// reach the world, and/or delays them; once applies it to the next
+	// effect only. The zero EffectToxic removes it.
+	SetEffectToxic(t EffectToxic)
+}
+
+// EffectToxic is a toxic on the effect path.
+type EffectToxic struct {
+	Fail5xx bool          // answer 503 (transient) without reaching the world
+	Slow    time.Duration // hold the effect this long (real time, at most MaxEffectSlow) first
+	Once    bool          // only the next effect
+}
+
+// MaxEffectSlow bounds the real time an effect-slow fault holds an effect.
+const MaxEffectSlow = 5 * time.Second
+
+// Clock is what time faults act on: the run's virtual clock.
+type Clock interface {
+	// Jump moves virtual time forward by d, firing what is scheduled in
+	// between.
+	Jump(ctx context.Context, d time.Duration) error
+}
+
+// Target is everything a fault can act on. The harness implements it for a
+// live run; faults never reach Docker, the journal or the world except
+// through it.
+type Target interface {
+	Process
+	Network
+	World
+	Clock
 }
 
 // Fault is one fault, ready to fire. Inject is the one required method.
@@ -31,16 +86,55 @@ type Undoer interface {
 	Undo(ctx context.Context, t Target) error
 }
 
+// DurationRule says whether a kind takes a /DURATION.
+type DurationRule int
+
+// Duration rules.
+const (
+	DurationNone     DurationRule = iota // instantaneous
+	DurationOptional                     // lasts if given one
+	DurationRequired                     // must heal: a /DURATION is required
+)
+
+// Reach is what a run can reach, for drawing random faults that can fire:
+// checkpoint steps, effects, LLM calls and virtual time.
+type Reach struct {
+	Steps    int           `json:"steps"`
+	Effects  int           `json:"effects"`
+	LLMCalls int           `json:"llm_calls"`
+	Virtual  time.Duration `json:"virtual"`
+}
+
 // Kind describes a fault kind in the catalog and builds its faults.
 type Kind struct {
 	Name     string        `json:"name"`
+	Group    string        `json:"group"` // process, network, world, time, llm
 	Summary  string        `json:"summary"`
-	Triggers []TriggerType `json:"triggers"`           // the triggers this kind supports
-	Arg      string        `json:"arg,omitempty"`      // what ARG means; empty: the kind takes none
-	Duration bool          `json:"duration,omitempty"` // whether it takes /DURATION
+	Triggers []TriggerType `json:"triggers"`      // the triggers this kind supports
+	Arg      string        `json:"arg,omitempty"` // what ARG means; empty: the kind takes none
+	ArgNeed  bool          `json:"arg_required,omitempty"`
+	Duration DurationRule  `json:"-"`
 	Example  string        `json:"example"`
-	// New builds a fault from a spec already checked against the fields above.
+	// DefaultPhase is where an effect:N trigger without a phase lands for
+	// this kind (see Phase).
+	DefaultPhase Phase `json:"-"`
+	// New builds one fault from a spec already checked against the fields
+	// above; it parses and checks ARG.
 	New func(Spec) (Fault, error) `json:"-"`
+	// Draw, if set, makes the kind eligible for --chaos random: it draws
+	// an argument and a duration suited to a run that can reach r.
+	Draw func(rng *rand.Rand, r Reach) (arg string, d time.Duration) `json:"-"`
+}
+
+// DurationText says what /DURATION means for the kind, for the catalog.
+func (k Kind) DurationText() string {
+	switch k.Duration {
+	case DurationRequired:
+		return "required"
+	case DurationOptional:
+		return "optional"
+	}
+	return "none"
 }
 
 // ErrUnknownFault is returned by Registry.Build for a kind nobody registered.
@@ -58,8 +152,8 @@ type Registry struct {
 // NewRegistry returns an empty registry.
 func NewRegistry() *Registry { return &Registry{kinds: map[string]Kind{}} }
 
-// Register adds a kind; registering a name twice, or a kind without New,
-// panics (a programming error).
+// Register adds a kind; registering a name twice, or a kind without New or
+// triggers, panics (a programming error).
 func (r *Registry) Register(k Kind) {
 	if _, dup := r.kinds[k.Name]; dup {
 		panic("chaos: fault kind " + k.Name + " registered twice")
@@ -70,14 +164,35 @@ func (r *Registry) Register(k Kind) {
 	r.kinds[k.Name] = k
 }
 
-// Kinds lists the catalog, sorted by name.
+// Kinds lists the catalog, sorted by group then name.
 func (r *Registry) Kinds() []Kind {
 	out := make([]Kind, 0, len(r.kinds))
 	for _, k := range r.kinds {
 		out = append(out, k)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Group != out[j].Group {
+			return groupOrder(out[i].Group) < groupOrder(out[j].Group)
+		}
+		return out[i].Name < out[j].Name
+	})
 	return out
+}
+
+func groupOrder(g string) int {
+	switch g {
+	case "process":
+		return 0
+	case "network":
+		return 1
+	case "llm":
+		return 2
+	case "world":
+		return 3
+	case "time":
+		return 4
+	}
+	return 5
 }
 
 // Lookup returns the kind called name.
@@ -111,12 +226,16 @@ func (r *Registry) Build(spec Spec) (Fault, error) {
 	}
 	switch {
 	case !supported:
-		return nil, fmt.Errorf("fault %q: %w: %s does not support trigger %s in this version (it supports: %s)",
+		return nil, fmt.Errorf("fault %q: %w: %s does not support trigger %s (it supports: %s)",
 			spec.String(), ErrUnsupported, k.Name, spec.Trigger.Type, strings.Join(trig, ", "))
 	case spec.Arg != "" && k.Arg == "":
 		return nil, fmt.Errorf("fault %q: %w: %s takes no argument (got %q)", spec.String(), ErrUnsupported, k.Name, spec.Arg)
-	case spec.Duration != 0 && !k.Duration:
+	case spec.Arg == "" && k.ArgNeed:
+		return nil, fmt.Errorf("fault %q: %w: %s needs an argument: %s (e.g. %s)", spec.String(), ErrUnsupported, k.Name, k.Arg, k.Example)
+	case spec.Duration != 0 && k.Duration == DurationNone:
 		return nil, fmt.Errorf("fault %q: %w: %s is instantaneous and takes no /DURATION", spec.String(), ErrUnsupported, k.Name)
+	case spec.Duration == 0 && k.Duration == DurationRequired:
+		return nil, fmt.Errorf("fault %q: %w: %s must heal: give it a /DURATION (e.g. %s)", spec.String(), ErrUnsupported, k.Name, k.Example)
 	}
 	f, err := k.New(spec)
 	if err != nil {
@@ -125,30 +244,14 @@ func (r *Registry) Build(spec Spec) (Fault, error) {
 	return f, nil
 }
 
-// Default returns a registry holding every fault kind this version ships.
-func Default() *Registry {
-	r := NewRegistry()
-	r.Register(Kind{
-		Name:     "kill",
-		Summary:  "SIGKILL the agent's container once the first checkpoint with step >= N is durable, before the agent hears back; the harness starts a new attempt",
-		Triggers: []TriggerType{TriggerStep},
-		Example:  "kill@step:3",
-		New:      func(Spec) (Fault, error) { return killFault{}, nil },
-	})
-	r.Register(Kind{
-		Name:     "harness-crash",
-		Summary:  "the harness SIGKILLs itself at that point; `overnight resume RUN` continues the run from the journal alone",
-		Triggers: []TriggerType{TriggerStep},
-		Example:  "harness-crash@step:3",
-		New:      func(Spec) (Fault, error) { return crashFault{}, nil },
-	})
-	return r
+// PhaseOf returns where an effect-triggered spec lands: its explicit
+// phase, else its kind's default.
+func (r *Registry) PhaseOf(spec Spec) Phase {
+	if spec.Trigger.Phase != PhaseDefault {
+		return spec.Trigger.Phase
+	}
+	if k, ok := r.kinds[spec.Kind]; ok && k.DefaultPhase != PhaseDefault {
+		return k.DefaultPhase
+	}
+	return PhaseMid
 }
-
-type killFault struct{}
-
-func (killFault) Inject(ctx context.Context, t Target) error { return t.KillAgent(ctx) }
-
-type crashFault struct{}
-
-func (crashFault) Inject(ctx context.Context, t Target) error { return t.CrashHarness(ctx) }

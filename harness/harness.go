@@ -280,9 +280,27 @@ type RunRequest struct {
 	Timeout time.Duration
 	// MaxAttempts overrides the scenario's limit when > 0.
 	MaxAttempts int
+	// RandomFaults > 0 draws that many faults from the seed instead
+	// (--chaos random): kinds that can be drawn, with triggers the
+	// scenario's reach: block says a run can reach; never harness-crash.
+	RandomFaults int
+	// ReplayFaults names an earlier run whose fault log is re-applied
+	// exactly instead of drawing again (--replay-faults).
+	ReplayFaults string
 	// Started, if set, is called with the run id once the run is durable,
 	// before any container starts.
 	Started func(runID string)
+}
+
+// seedOf is the run's seed: the request's, else the scenario's, else 1.
+func seedOf(scen *scenarios.Scenario, seed *int64) int64 {
+	switch {
+	case seed != nil:
+		return *seed
+	case scen.Seed != nil:
+		return *scen.Seed
+	}
+	return 1
 }
 
 func newRunID(now time.Time) (string, error) {
@@ -302,7 +320,8 @@ func (h *Harness) Run(ctx context.Context, req RunRequest) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := h.faultSpecs(req); err != nil {
+	seed := seedOf(req.Scenario, req.Seed)
+	if _, _, err := h.schedule(req, seed); err != nil {
 		return nil, err
 	}
 	// The image comes first, so that an unreachable engine or a bad agent
@@ -318,34 +337,97 @@ func (h *Harness) Run(ctx context.Context, req RunRequest) (*Result, error) {
 	return h.drive(ctx, id, plan)
 }
 
-// faultSpecs returns the run's fault schedule, each checked against the catalog.
-func (h *Harness) faultSpecs(req RunRequest) ([]chaos.Spec, error) {
-	specs := req.Scenario.Faults
-	if req.Faults != nil {
+// schedule returns the run's fault schedule: the specs as written (for the
+// run record) and their concrete instances (for the fault log). --fault,
+// --chaos random and --replay-faults each replace the scenario's faults and
+// draws. Every instance is checked against the catalog.
+func (h *Harness) schedule(req RunRequest, seed int64) ([]string, []chaos.Instance, error) {
+	scen := req.Scenario
+	streams := chaos.NewStreams(seed)
+	var specs []chaos.Spec
+	var instances []chaos.Instance
+	switch {
+	case req.ReplayFaults != "":
+		recs, err := scan[FaultRecord](h.j, runPrefix(prefixFault, req.ReplayFaults))
+		if err != nil {
+			return nil, nil, fmt.Errorf("read the fault log of run %s: %w", req.ReplayFaults, err)
+		}
+		if _, err := h.runRecord(req.ReplayFaults); err != nil {
+			return nil, nil, err
+		}
+		for _, fr := range recs {
+			s, err := chaos.ParseSpec(fr.Spec)
+			if err != nil {
+				return nil, nil, fmt.Errorf("fault log of run %s: %w", req.ReplayFaults, err)
+			}
+			instances = append(instances, chaos.Instance{Spec: s, From: fr.From})
+		}
+		var written []string
+		for _, in := range instances {
+			written = append(written, in.Spec.String())
+		}
+		return nonNil(written), instances, h.check(instances)
+	case req.RandomFaults > 0:
+		if scen.Reach == nil {
+			return nil, nil, fmt.Errorf("--chaos random needs to know what a run of scenario %s can reach: add a reach: block (steps, effects, llm_calls, virtual) to it", scen.Name)
+		}
+		drawn, err := chaos.RandomSchedule(streams.For("random-chaos"), h.opts.Faults, *scen.Reach, req.RandomFaults)
+		if err != nil {
+			return nil, nil, err
+		}
+		specs = drawn
+	case req.Faults != nil:
 		specs = req.Faults
+	default:
+		specs = append(specs, scen.Faults...)
+		for i, d := range scen.Draws {
+			drawn, err := d.Specs(streams.For(fmt.Sprintf("draw-%d", i)), h.opts.Faults)
+			if err != nil {
+				return nil, nil, fmt.Errorf("scenario %s: draws[%d]: %w", scen.Name, i, err)
+			}
+			specs = append(specs, drawn...)
+		}
 	}
 	for _, s := range specs {
 		if _, err := h.opts.Faults.Build(s); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
-	return specs, nil
+	instances, err := chaos.Expand(specs, scen.Limits.Horizon, streams.For("schedule"))
+	if err != nil {
+		return nil, nil, err
+	}
+	written := []string{}
+	for _, s := range specs {
+		written = append(written, s.String())
+	}
+	return written, instances, h.check(instances)
+}
+
+func (h *Harness) check(instances []chaos.Instance) error {
+	for _, in := range instances {
+		if _, err := h.opts.Faults.Build(in.Spec); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func nonNil(xs []string) []string {
+	if xs == nil {
+		return []string{}
+	}
+	return xs
 }
 
 // create records a new run — its header, fault schedule and clock in one
 // durable commit, before anything is applied — and returns its id.
 func (h *Harness) create(ctx context.Context, req RunRequest) (string, error) {
 	scen := req.Scenario
-	specs, err := h.faultSpecs(req)
+	seed := seedOf(scen, req.Seed)
+	written, instances, err := h.schedule(req, seed)
 	if err != nil {
 		return "", err
-	}
-	seed := int64(1)
-	if scen.Seed != nil {
-		seed = *scen.Seed
-	}
-	if req.Seed != nil {
-		seed = *req.Seed
 	}
 	timeout, maxAttempts := scen.Limits.Timeout, scen.Limits.MaxAttempts
 	if req.Timeout > 0 {
@@ -369,9 +451,9 @@ func (h *Harness) create(ctx context.Context, req RunRequest) (string, error) {
 		StartedAt: now, VirtualStart: VirtualEpoch, OwnerPID: os.Getpid(),
 	}
 	var entries []journal.Entry
-	for i, s := range specs {
-		rec.Faults = append(rec.Faults, s.String())
-		e, err := entry(faultKey(id, i), FaultRecord{Index: i, Spec: s.String(), Kind: s.Kind, At: s.Trigger.String()})
+	rec.Faults = written
+	for i, in := range instances {
+		e, err := entry(faultKey(id, i), FaultRecord{Index: i, Spec: in.Spec.String(), From: in.From, Kind: in.Spec.Kind, At: in.Spec.Trigger.String()})
 		if err != nil {
 			return "", err
 		}
@@ -550,17 +632,40 @@ func (h *Harness) drive(ctx context.Context, runID string, plan sandboxPlan) (*R
 			h.log.Warn("remove socket dir", "dir", dir, "err", err)
 		}
 	}()
-	l, err := sandbox.ListenSocket(filepath.Join(dir, gateway.SocketName))
+	link, err := chaos.ListenLink(filepath.Join(dir, gateway.SocketName), chaos.LinkOptions{
+		Rand: chaos.NewStreams(r.rec.Seed).For("link"), Logger: h.log,
+	})
 	if err != nil {
 		return nil, err
 	}
 	srv := gateway.New(r, h.log)
 	go func() {
-		if err := srv.Serve(l); err != nil {
+		if err := srv.Serve(link); err != nil {
 			h.log.Error("gateway stopped", "err", err)
 		}
 	}()
 	defer srv.Close()
+	r.mu.Lock()
+	r.link = link
+	// Faults that were active when an earlier harness stopped act again on
+	// this process's link and effect path until they heal on schedule.
+	for _, f := range r.faults {
+		if g := chaosGroup(f.spec.Kind); f.active && (g == "network" || f.spec.Kind == "effect-5xx" || f.spec.Kind == "effect-slow") {
+			r.firing = f
+			_ = f.fault.Inject(ctx, runTarget{r})
+			r.firing = nil
+		}
+	}
+	r.mu.Unlock()
+	idleCtx, stopIdle := context.WithCancel(context.WithoutCancel(ctx))
+	go r.idleLoop(idleCtx)
+	defer func() {
+		stopIdle()
+		close(r.stopCh)
+		// No fault outlives the run's drive: a paused container is thawed,
+		// a dropped link healed, even on Ctrl-C.
+		r.healAll(context.WithoutCancel(ctx))
+	}()
 
 	r.mu.Lock()
 	r.rec.Status, r.rec.OwnerPID, r.rec.SocketDir = StatusRunning, os.Getpid(), dir
@@ -587,6 +692,7 @@ func (h *Harness) drive(ctx context.Context, runID string, plan sandboxPlan) (*R
 		h.progress("run %s interrupted after %s; resume with: overnight resume %s", runID, time.Since(started).Round(time.Millisecond), runID)
 		return nil, err
 	}
+	r.healAll(ctx)
 	res, err := r.finish(context.WithoutCancel(ctx), end)
 	if err != nil {
 		return nil, err
@@ -620,7 +726,8 @@ func (h *Harness) load(ctx context.Context, runID string) (*run, error) {
 	r := &run{
 		h: h, j: h.j, log: h.log.With("run", runID), scen: scen, world: w, task: task, rec: rec,
 		tokens: map[string]int{}, effects: map[string]*EffectRecord{}, killedBy: map[int]string{},
-		doneCh: make(chan struct{}), horizonCh: make(chan struct{}),
+		doneCh: make(chan struct{}), horizonCh: make(chan struct{}), stopCh: make(chan struct{}),
+		seen: map[int]bool{}, killIssued: map[int]time.Time{},
 		clock: rec.VirtualStart, horizon: rec.VirtualStart.Add(scen.Limits.Horizon),
 	}
 	if r.attempts, err = scan[AttemptRecord](h.j, runPrefix(prefixAttempt, runID)); err != nil {
@@ -655,6 +762,7 @@ func (h *Harness) load(ctx context.Context, runID string) (*run, error) {
 		e := &effects[i]
 		r.effects[e.ID] = e
 		r.effectOrder = max(r.effectOrder, e.Order)
+		r.intents += max(e.Intents, e.Executions)
 		if e.Unkeyed {
 			r.unkeyed++
 		}
@@ -679,16 +787,8 @@ func (h *Harness) load(ctx context.Context, runID string) (*run, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read faults of run %s: %w", runID, err)
 	}
-	for _, fr := range faults {
-		spec, err := chaos.ParseSpec(fr.Spec)
-		if err != nil {
-			return nil, fmt.Errorf("fault %q of run %s: %w", fr.Spec, runID, err)
-		}
-		f, err := h.opts.Faults.Build(spec)
-		if err != nil {
-			return nil, fmt.Errorf("fault %q of run %s: %w", fr.Spec, runID, err)
-		}
-		r.faults = append(r.faults, &faultState{rec: fr, spec: spec, fault: f})
+	if r.faults, err = faultsOf(h.opts.Faults, faults); err != nil {
+		return nil, fmt.Errorf("faults of run %s: %w", runID, err)
 	}
 	// Effects in doubt (an intent without a result) are reconciled with the
 	// world before any agent may retry them.

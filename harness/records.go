@@ -115,6 +115,7 @@ type EffectRecord struct {
 	Result     json.RawMessage       `json:"result,omitempty"`
 	Error      *protocol.EffectError `json:"error,omitempty"`
 	Attempt    int                   `json:"attempt"`
+	Intents    int                   `json:"intents"`    // times an intent was journaled (the effect: trigger counts these)
 	Executions int                   `json:"executions"` // times the world was asked
 	Replays    int                   `json:"replays"`    // times a recorded result was returned
 	Reconciled bool                  `json:"reconciled,omitempty"`
@@ -133,12 +134,15 @@ func (e *EffectRecord) final() bool {
 	return false
 }
 
-// FaultRecord is one scheduled fault and what became of it.
+// FaultRecord is one scheduled fault instance and what became of it. The
+// schedule is written before anything is applied; recurring specs
+// (every, rate) are recorded as their concrete firings.
 type FaultRecord struct {
 	Index          int       `json:"index"`
-	Spec           string    `json:"spec"`
+	Spec           string    `json:"spec"` // the instance: KIND[:ARG]@TRIGGER[/DURATION], trigger concrete
+	From           string    `json:"from"` // the spec as written (in the scenario, --fault or a draw)
 	Kind           string    `json:"kind"`
-	At             string    `json:"at"` // canonical trigger text
+	At             string    `json:"at"` // canonical trigger text of the instance
 	Applied        bool      `json:"applied"`
 	AppliedAttempt int       `json:"applied_attempt,omitempty"`
 	AppliedVirtual time.Time `json:"applied_virtual,omitzero"`
@@ -147,6 +151,10 @@ type FaultRecord struct {
 	// Error says why the fault could not be injected after it fired (for
 	// example, Docker refused the kill). Such a fault did not test anything.
 	Error string `json:"error,omitempty"`
+	// Met says whether the agent really met the fault (a live container to
+	// act on, a connection it broke, an effect it failed), with evidence.
+	Met       bool   `json:"met"`
+	MetDetail string `json:"met_detail,omitempty"`
 }
 
 // ClockRecord is the run's virtual clock.

@@ -24,13 +24,6 @@ import (
 // record; larger states go to a blob referenced by hash.
 const inlineStateLimit = 64 << 10
 
-// faultState is a scheduled fault of a live run.
-type faultState struct {
-	rec   FaultRecord
-	spec  chaos.Spec
-	fault chaos.Fault
-}
-
 // run is one live run: the gateway's backend and the supervisor's state.
 // Everything an agent can change is guarded by mu and written durably
 // before the agent hears about it.
@@ -61,6 +54,20 @@ type run struct {
 	horizonCh   chan struct{} // closed when the virtual horizon is reached
 	faults      []*faultState
 	ended       bool
+
+	// Faults and the discrete-event clock.
+	link         *chaos.Link       // the agent's link to the gateway
+	firing       *faultState       // the fault being injected, for the Target's evidence
+	intents      int               // effect intents journaled so far (the effect:N trigger counts them)
+	toxic        chaos.EffectToxic // the effect path's active toxic
+	toxicFault   *faultState       // the fault that set it
+	inflight     int               // agent requests in flight
+	lastActivity time.Time         // when one last started or finished
+	seen         map[int]bool      // attempts that have made a request
+	downUntil    time.Time         // a stop fault's down window: no attempt before it
+	paused       string            // the container a pause fault froze
+	killIssued   map[int]time.Time // when a fault's kill or stop was issued, per attempt
+	stopCh       chan struct{}     // closed when the run ends: background fault work stops
 }
 
 var _ gateway.Backend = (*run)(nil)
@@ -96,6 +103,9 @@ func (r *run) Authenticate(token string) (gateway.Caller, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	n, ok := r.tokens[hashHex([]byte(token))]
+	if ok {
+		r.seen[n] = true
+	}
 	return gateway.Caller{Attempt: n}, ok
 }
 
@@ -203,11 +213,7 @@ func (r *run) PutCheckpoint(ctx context.Context, c gateway.Caller, req protocol.
 		return protocol.CheckpointAck{}, fmt.Errorf("store checkpoint %d: %w", rec.Seq, err)
 	}
 	r.cp = rec
-	for _, f := range r.faults {
-		if !f.rec.Applied && f.spec.Trigger.Type == chaos.TriggerStep && req.Step >= f.spec.Trigger.N {
-			r.fire(ctx, f)
-		}
-	}
+	r.fireStep(ctx, req.Step)
 	return protocol.CheckpointAck{Seq: rec.Seq}, nil
 }
 
@@ -216,62 +222,6 @@ func sameSeq(a, b *int64) bool {
 		return a == nil && b == nil
 	}
 	return *a == *b
-}
-
-// fire applies a fault, under mu. The fault's record is durable before the
-// fault acts, so a fault fires at most once per run even across a crash.
-func (r *run) fire(ctx context.Context, f *faultState) {
-	f.rec.Applied = true
-	f.rec.AppliedAttempt = r.current
-	f.rec.AppliedVirtual = r.clock
-	f.rec.AppliedWall = time.Now().UTC()
-	if f.spec.Duration == 0 {
-		f.rec.HealedVirtual = r.clock
-	}
-	if err := put(ctx, r.j, faultKey(r.rec.ID, f.rec.Index), f.rec); err != nil {
-		r.log.Error("record fault; not applying it", "fault", f.rec.Spec, "err", err)
-		f.rec.Applied = false
-		return
-	}
-	r.appendEventLocked(ctx, "harness.fault", fmt.Sprintf("fault %s applied to attempt %d", f.rec.Spec, r.current), map[string]any{"fault": f.rec.Spec})
-	r.h.progress("fault %s applied (attempt %d)", f.rec.Spec, r.current)
-	if r.killedBy == nil {
-		r.killedBy = map[int]string{}
-	}
-	r.killedBy[r.current] = f.rec.Spec
-	if err := f.fault.Inject(ctx, runTarget{r}); err != nil {
-		r.log.Error("inject fault", "fault", f.rec.Spec, "err", err)
-		delete(r.killedBy, r.current)
-		f.rec.Error = err.Error()
-		if perr := put(ctx, r.j, faultKey(r.rec.ID, f.rec.Index), f.rec); perr != nil {
-			r.log.Error("record failed fault", "fault", f.rec.Spec, "err", perr)
-		}
-		r.h.progress("fault %s could not be injected: %v", f.rec.Spec, err)
-	}
-}
-
-// runTarget is what faults act on.
-type runTarget struct{ r *run }
-
-// KillAgent implements chaos.Target: SIGKILL the current attempt's container.
-func (t runTarget) KillAgent(ctx context.Context) error {
-	id := t.r.container
-	if id == "" {
-		return fmt.Errorf("no container to kill")
-	}
-	eng, err := t.r.h.engine(ctx)
-	if err != nil {
-		return err
-	}
-	// Bounded: the run's lock is held while the fault acts.
-	kctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	return eng.Kill(kctx, id, "SIGKILL")
-}
-
-// CrashHarness implements chaos.Target: the harness SIGKILLs itself.
-func (t runTarget) CrashHarness(ctx context.Context) error {
-	return t.r.h.crash()
 }
 
 // Effect implements gateway.Backend: intent, gate, execute once per key,
@@ -324,25 +274,39 @@ func (r *run) Effect(ctx context.Context, c gateway.Caller, req protocol.EffectR
 	}
 	rec.Status, rec.Result, rec.Error = effectIntent, nil, nil
 	rec.Attempt, rec.Virtual = c.Attempt, r.clock
+	rec.Intents++
 	if err := put(ctx, r.j, effectKey(r.rec.ID, id), rec); err != nil {
 		return protocol.EffectResult{}, fmt.Errorf("journal intent of effect %s: %w", effectLabel(id), err)
 	}
 	r.effects[id] = rec
+	r.intents++
+	n := r.intents
+	// Effect-triggered faults land at the same point every time: after the
+	// intent (before), after the world acted (mid), after the result
+	// (after) — always before the reply.
+	r.fireEffect(ctx, n, chaos.PhaseBefore)
 
 	// The gate: every effect is allowed in this version (the reflection
-	// loop adds holds and denials).
-	out, err := r.world.Execute(ctx, world.Request{Key: id, Kind: req.Kind, Args: args, Now: r.clock})
-	rec.Executions++
-	if err != nil {
-		rec.Status = protocol.StatusUnknown
-		rec.Error = &protocol.EffectError{Code: "unknown", Message: err.Error(), Status: http.StatusInternalServerError, Transient: true}
-		_ = put(ctx, r.j, effectKey(r.rec.ID, id), rec)
-		return protocol.EffectResult{Key: req.Key, Status: rec.Status, Error: rec.Error}, nil
+	// loop adds holds and denials). Then the effect path's toxics.
+	var out world.Outcome
+	if failed := r.applyToxic(); failed != nil {
+		out = *failed
+	} else {
+		out, err = r.world.Execute(ctx, world.Request{Key: id, Kind: req.Kind, Args: args, Now: r.clock})
+		rec.Executions++
+		if err != nil {
+			rec.Status = protocol.StatusUnknown
+			rec.Error = &protocol.EffectError{Code: "unknown", Message: err.Error(), Status: http.StatusInternalServerError, Transient: true}
+			_ = put(ctx, r.j, effectKey(r.rec.ID, id), rec)
+			return protocol.EffectResult{Key: req.Key, Status: rec.Status, Error: rec.Error}, nil
+		}
 	}
+	r.fireEffect(ctx, n, chaos.PhaseMid)
 	rec.Status, rec.Result, rec.Error = out.Status, out.Result, out.Error
 	if err := put(ctx, r.j, effectKey(r.rec.ID, id), rec); err != nil {
 		return protocol.EffectResult{}, fmt.Errorf("journal result of effect %s: %w", effectLabel(id), err)
 	}
+	r.fireEffect(ctx, n, chaos.PhaseAfter)
 	return protocol.EffectResult{Key: req.Key, Status: rec.Status, Result: rec.Result, Error: rec.Error}, nil
 }
 
@@ -378,9 +342,12 @@ func (r *run) Clock(ctx context.Context, c gateway.Caller) (protocol.Clock, erro
 	return protocol.Clock{Now: r.clock}, nil
 }
 
-// Sleep implements gateway.Backend: virtual time jumps to the wake time,
-// durably, and never past the run's horizon.
+// Sleep implements gateway.Backend: virtual time moves to the wake time at
+// once, durably, firing every scheduled event on the way at its own instant
+// and never passing the run's horizon. If an event on the way kills the
+// sleeper or cuts its connection, the advance stops there.
 func (r *run) Sleep(ctx context.Context, c gateway.Caller, req protocol.SleepRequest) (protocol.Clock, error) {
+	reqCtx := ctx
 	ctx = context.WithoutCancel(ctx)
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -396,20 +363,12 @@ func (r *run) Sleep(ctx context.Context, c gateway.Caller, req protocol.SleepReq
 	if !target.After(r.clock) {
 		return protocol.Clock{Now: r.clock}, nil
 	}
-	reached := false
-	if target.After(r.horizon) {
-		target, reached = r.horizon, true
+	stop := func() bool {
+		_, killed := r.killedBy[c.Attempt]
+		return killed || reqCtx.Err() != nil || r.current != c.Attempt
 	}
-	if err := put(ctx, r.j, clockKey(r.rec.ID), ClockRecord{Now: target}); err != nil {
-		return protocol.Clock{}, fmt.Errorf("advance the virtual clock: %w", err)
-	}
-	r.clock = target
-	if reached {
-		select {
-		case <-r.horizonCh:
-		default:
-			close(r.horizonCh)
-		}
+	if err := r.advanceTo(ctx, target, stop); err != nil {
+		return protocol.Clock{}, err
 	}
 	return protocol.Clock{Now: r.clock}, nil
 }

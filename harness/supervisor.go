@@ -80,6 +80,9 @@ func (r *run) supervise(ctx context.Context, spec sandboxPlan) (endState, error)
 			case <-time.After(backoff(n)):
 			}
 		}
+		if err := r.holdDown(ctx); err != nil {
+			return endState{}, err
+		}
 		if err := r.attempt(ctx, eng, n, spec); err != nil {
 			if ctx.Err() != nil {
 				return r.stopped(ctx)

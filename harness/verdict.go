@@ -75,6 +75,9 @@ type FaultResult struct {
 	HealedVirtualMS  *int64 `json:"healed_virtual_ms"`
 	Attempt          int    `json:"attempt,omitempty"`
 	Error            string `json:"error,omitempty"` // why it fired but could not be injected
+	From             string `json:"from,omitempty"`  // the spec it was expanded or drawn from
+	Met              bool   `json:"met"`             // whether the agent really met it
+	MetDetail        string `json:"met_detail,omitempty"`
 }
 
 // EffectCounts summarises the effects of a run.
@@ -122,12 +125,9 @@ func (r *run) finish(ctx context.Context, end endState) (*Result, error) {
 
 // judge evaluates the invariants from the journal and the world's ledger.
 func (r *run) judge(ctx context.Context, end endState) (*Result, error) {
+	faults := r.judgeMet(ctx)
 	r.mu.Lock()
 	rec, cp, clock, done := r.rec, r.cp, r.clock, r.done
-	faults := make([]FaultRecord, len(r.faults))
-	for i, f := range r.faults {
-		faults[i] = f.rec
-	}
 	effects := make([]EffectRecord, 0, len(r.effects))
 	for _, e := range r.effects {
 		effects = append(effects, *e)
@@ -148,7 +148,11 @@ func (r *run) judge(ctx context.Context, end endState) (*Result, error) {
 		res.Outcome = done.Outcome
 	}
 	for _, f := range faults {
-		fr := FaultResult{Kind: f.Kind, Spec: f.Spec, At: f.At, Applied: f.Applied, Attempt: f.AppliedAttempt, Error: f.Error}
+		fr := FaultResult{Kind: f.Kind, Spec: f.Spec, At: f.At, Applied: f.Applied, Attempt: f.AppliedAttempt, Error: f.Error,
+			Met: f.Met, MetDetail: f.MetDetail}
+		if f.From != f.Spec {
+			fr.From = f.From
+		}
 		if f.Applied {
 			a := ms(f.AppliedVirtual.Sub(rec.VirtualStart))
 			fr.AppliedVirtualMS = &a
@@ -213,6 +217,9 @@ func (r *run) judge(ctx context.Context, end endState) (*Result, error) {
 			if ir.Verdict == VerdictFail && done != nil && done.Outcome == protocol.OutcomeSuccess {
 				ir.Detail = "the agent claimed success, but the world disagrees: " + ir.Detail
 			}
+			if ir.Verdict == VerdictPass && r.scen.Limits.Recovery > 0 {
+				ir.Verdict, ir.Detail = recoveredInTime(ir.Detail, faults, done, rec.VirtualStart, r.scen.Limits.Recovery)
+			}
 		case InvNoLostProgress:
 			ir.Verdict, ir.Detail = noLostProgress(checkpoints)
 		case InvEffectsResolved:
@@ -227,22 +234,27 @@ func (r *run) judge(ctx context.Context, end endState) (*Result, error) {
 				ir.Verdict, ir.Detail = VerdictUnknown, fmt.Sprintf("%d effects in doubt: %s", len(keys), strings.Join(keys, ", "))
 			}
 		case InvFaultsFired:
-			var missed, failed []string
+			var missed, failed, unmet []string
 			for _, f := range faults {
 				switch {
 				case !f.Applied:
 					missed = append(missed, f.Spec)
 				case f.Error != "":
 					failed = append(failed, fmt.Sprintf("%s (%s)", f.Spec, f.Error))
+				case !f.Met:
+					unmet = append(unmet, fmt.Sprintf("%s (%s)", f.Spec, f.MetDetail))
 				}
 			}
-			ir.Verdict, ir.Detail = VerdictPass, fmt.Sprintf("all %d scheduled faults fired", len(faults))
+			ir.Verdict, ir.Detail = VerdictPass, fmt.Sprintf("all %d scheduled faults fired and the agent met each", len(faults))
 			var why []string
 			if len(missed) > 0 {
 				why = append(why, "never fired, so the run did not test them: "+strings.Join(missed, ", "))
 			}
 			if len(failed) > 0 {
 				why = append(why, "fired but could not be injected: "+strings.Join(failed, ", "))
+			}
+			if len(unmet) > 0 {
+				why = append(why, "fired but the agent never met them: "+strings.Join(unmet, ", "))
 			}
 			if len(why) > 0 {
 				ir.Verdict, ir.Detail = VerdictUnknown, strings.Join(why, "; ")
@@ -287,6 +299,29 @@ func (r *run) judge(ctx context.Context, end endState) (*Result, error) {
 	}
 	res.HistoryDigest = digest(effects, checkpoints, faults, rec.VirtualStart, done)
 	return res, nil
+}
+
+// recoveredInTime checks the eventually-bound: the agent reported its
+// (world-confirmed) success within bound of virtual time after the last
+// fault healed.
+func recoveredInTime(detail string, faults []FaultRecord, done *DoneRecord, start time.Time, bound time.Duration) (string, string) {
+	var last time.Time
+	for _, f := range faults {
+		if f.Applied && f.HealedVirtual.After(last) {
+			last = f.HealedVirtual
+		}
+	}
+	if last.IsZero() {
+		last = start
+	}
+	if done == nil {
+		return VerdictUnknown, detail + "; the agent never reported done, so the time to recover is unknown"
+	}
+	took := done.Virtual.Sub(last)
+	if took > bound {
+		return VerdictFail, fmt.Sprintf("%s, but only %s after the last fault healed (bound %s)", detail, took, bound)
+	}
+	return VerdictPass, fmt.Sprintf("%s, %s after the last fault healed (bound %s)", detail, max(took, 0), bound)
 }
 
 func contains(xs []string, x string) bool {

@@ -118,6 +118,65 @@ func (b *builder) build(root map[string]any) *Scenario {
 		}
 	}
 
+	if draws, ok := root["draws"].([]any); ok {
+		for i, v := range draws {
+			m, ok := v.(map[string]any)
+			if !ok {
+				continue
+			}
+			ptr := "/draws/" + strconv.Itoa(i)
+			path := fmt.Sprintf("draws[%d]", i)
+			d := chaos.Draw{}
+			if kinds, ok := m["kinds"].([]any); ok {
+				for j, k := range kinds {
+					text, _ := k.(string)
+					if _, err := chaos.ParseSpec(text + "@t:0s"); err != nil {
+						b.errAt(fmt.Sprintf("%s/kinds/%d", ptr, j), "%s.kinds[%d]: %q is not KIND[:ARG]", path, j, text)
+						continue
+					}
+					d.Kinds = append(d.Kinds, text)
+				}
+			}
+			if n, ok := m["count"].(int64); ok {
+				d.Count = int(n)
+			}
+			for _, pair := range []struct {
+				key string
+				dst *[2]time.Duration
+			}{{"between", &d.Between}, {"duration", &d.Duration}} {
+				items, ok := m[pair.key].([]any)
+				if !ok || len(items) != 2 {
+					continue
+				}
+				for j := range items {
+					if dur, ok := b.durationAt(items, j, fmt.Sprintf("%s/%s", ptr, pair.key), fmt.Sprintf("%s.%s[%d]", path, pair.key, j)); ok {
+						pair.dst[j] = dur
+					}
+				}
+				if pair.dst[1] < pair.dst[0] {
+					b.errAt(ptr+"/"+pair.key, "%s.%s: the second duration is smaller than the first", path, pair.key)
+				}
+			}
+			if d.Between[1] == d.Between[0] && d.Between[1] != 0 {
+				b.errAt(ptr+"/between", "%s.between: the window is empty", path)
+			}
+			sc.Draws = append(sc.Draws, d)
+		}
+	}
+
+	if reach, ok := root["reach"].(map[string]any); ok {
+		r := &chaos.Reach{}
+		for key, dst := range map[string]*int{"steps": &r.Steps, "effects": &r.Effects, "llm_calls": &r.LLMCalls} {
+			if n, ok := reach[key].(int64); ok {
+				*dst = int(n)
+			}
+		}
+		if d, ok := b.duration(reach, "/reach/virtual", "reach.virtual"); ok {
+			r.Virtual = d
+		}
+		sc.Reach = r
+	}
+
 	sc.Invariants = DefaultInvariants()
 	if invs, ok := root["invariants"].([]any); ok {
 		sc.Invariants = []string{}
@@ -144,6 +203,9 @@ func (b *builder) build(root map[string]any) *Scenario {
 		}
 		if d, ok := b.duration(lim, "/limits/horizon", "limits.horizon"); ok {
 			sc.Limits.Horizon = d
+		}
+		if d, ok := b.duration(lim, "/limits/recovery", "limits.recovery"); ok {
+			sc.Limits.Recovery = d
 		}
 		// The schema checks the type and range; only what fits an int is taken.
 		switch n := lim["max_attempts"].(type) {
@@ -269,6 +331,21 @@ func (b *builder) duration(m map[string]any, ptr, path string) (time.Duration, b
 	}
 	if d <= 0 {
 		b.errAt(ptr, "%s: must be greater than 0", path)
+		return 0, false
+	}
+	return d, true
+}
+
+// durationAt parses the duration string at items[i] (a list at ptr); zero
+// is allowed.
+func (b *builder) durationAt(items []any, i int, ptr, path string) (time.Duration, bool) {
+	text, ok := items[i].(string)
+	if !ok {
+		return 0, false
+	}
+	d, err := chaos.ParseDuration(text)
+	if err != nil {
+		b.errAt(ptr+"/"+strconv.Itoa(i), "%s: %v", path, err)
 		return 0, false
 	}
 	return d, true

@@ -206,9 +206,9 @@ agent:
 		Entry("an empty required value", strings.Replace(header, "world: cloud", "world:", 1),
 			`4:7: world: got null, want string or object (the value is empty)`),
 		Entry("unknown key at top level", header+"colour: red\n",
-			`6:1: unknown field "colour"; allowed: agent, agents, apiVersion, description, faults, invariants, kind, limits, name, seed, task, world`),
+			`6:1: unknown field "colour"; allowed: agent, agents, apiVersion, description, draws, faults, invariants, kind, limits, name, reach, seed, task, world`),
 		Entry("unknown key, nested, with a suggestion", header+"limits:\n  timeout: 1m\n  max_atempts: 3\n",
-			`8:3: limits: unknown field "max_atempts" (did you mean "max_attempts"?); allowed: horizon, max_attempts, timeout`),
+			`8:3: limits: unknown field "max_atempts" (did you mean "max_attempts"?); allowed: horizon, max_attempts, recovery, timeout`),
 		Entry("unknown key in an agent variant", header+"agents:\n  v: {builtin: x, argz: [a]}\n",
 			`7:19: agents.v: unknown field "argz" (did you mean "args"?); allowed: args, binary, builtin, env, image`),
 		Entry("missing required fields at top level", "apiVersion: overnight/v1\nkind: Scenario\nname: t\n",
@@ -300,7 +300,7 @@ agent:
 			`9:5: agent.env: "OVERNIGHT_TOKEN" uses the reserved prefix OVERNIGHT_ (the harness sets those variables)`,
 			`11:10: faults[0]: invalid fault "kill@stp:3": unknown trigger "stp" (want step:N, effect:N[:before|after], llm:N, t:DURATION, every:DURATION, rate:R/DURATION)`,
 			`13:13: limits.timeout: invalid duration "5x": unknown unit "x" (want ns, us, ms, s, m, h or d)`,
-			`14:3: limits: unknown field "max_atempts" (did you mean "max_attempts"?); allowed: horizon, max_attempts, timeout`,
+			`14:3: limits: unknown field "max_atempts" (did you mean "max_attempts"?); allowed: horizon, max_attempts, recovery, timeout`,
 		}))
 		var list scenarios.ErrorList
 		Expect(errors.As(err, &list)).To(BeTrue())

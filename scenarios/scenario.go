@@ -62,6 +62,8 @@ type Scenario struct {
 
 	Faults     []chaos.Spec // parsed faults, in file order; never nil
 	FaultText  []string     // the faults as written, same order; never nil
+	Draws      []chaos.Draw // faults drawn from the run's seed; nil if none
+	Reach      *chaos.Reach // what a run can reach, for --chaos random; nil if not declared
 	Invariants []string     // DefaultInvariants when the file names none (absent or null)
 	Limits     Limits       // with defaults applied
 	Seed       *int64       // the default seed, nil if the file sets none
@@ -90,6 +92,7 @@ type Limits struct {
 	Timeout     time.Duration // wall-clock; DefaultTimeout
 	Horizon     time.Duration // virtual; DefaultHorizon
 	MaxAttempts int           // 1..MaxAttemptsLimit; DefaultMaxAttempts
+	Recovery    time.Duration // virtual; 0: the goal only has to hold at the end
 }
 
 // Parse validates a scenario file and returns it with defaults applied. file names the input in

@@ -76,6 +76,14 @@ type Backend interface {
 	Done(ctx context.Context, c Caller, d protocol.Done) error
 }
 
+// Observer may be implemented by a Backend that wants to know when agent
+// requests start and finish (the harness's clock skips ahead only when no
+// request is in flight).
+type Observer interface {
+	RequestStarted()
+	RequestFinished()
+}
+
 // Server is the gateway's HTTP server.
 type Server struct {
 	backend Backend
@@ -147,7 +155,15 @@ func (s *Server) Handler() http.Handler {
 		}
 		writeError(w, Errorf(http.StatusNotFound, protocol.CodeNotFound, "no endpoint %s %s in gateway protocol v1", r.Method, r.URL.Path))
 	})
-	return mux
+	obs, ok := s.backend.(Observer)
+	if !ok {
+		return mux
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		obs.RequestStarted()
+		defer obs.RequestFinished()
+		mux.ServeHTTP(w, r)
+	})
 }
 
 type handler func(w http.ResponseWriter, r *http.Request, c Caller)

@@ -113,6 +113,10 @@ type EffectError struct {
 	Message   string `json:"message"`
 	Status    int    `json:"status"`
 	Transient bool   `json:"transient"`
+	// Details are machine-readable hints an agent can act on to correct
+	// its request, e.g. {"renamed": {"database_id": "db_id"}}; their shape
+	// depends on Code. Absent when the world has none.
+	Details json.RawMessage `json:"details,omitempty"`
 }
 
 // EffectResult is the answer of POST /v1/effects. A failed effect is an

@@ -16,7 +16,8 @@ type Main func(ctx context.Context, args []string, stdout, stderr io.Writer) int
 
 // Builtins maps the names usable as `agent: {builtin: NAME}` to their mains.
 var builtins = map[string]Main{
-	"deployer": Deployer,
+	"deployer":   Deployer,
+	"maintainer": Maintainer,
 }
 
 // Lookup returns the built-in agent called name.

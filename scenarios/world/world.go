@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/overnight-dev/overnight/harness/journal"
@@ -56,6 +57,24 @@ func Failed(status int, code, format string, args ...any) Outcome {
 	}}
 }
 
+// FailedWith builds a failed outcome, like Failed, carrying details
+// marshalled as the error's machine-readable Details: the hint an agent can
+// act on to correct its request. Details that cannot be marshalled (a
+// programming error) are left out and the reason appended to the message.
+func FailedWith(status int, code string, details any, format string, args ...any) Outcome {
+	o := Failed(status, code, format, args...)
+	if details == nil {
+		return o
+	}
+	b, err := json.Marshal(details)
+	if err != nil {
+		o.Error.Message += fmt.Sprintf(" (details unavailable: %v)", err)
+		return o
+	}
+	o.Error.Details = b
+	return o
+}
+
 // Done builds a successful outcome with v marshalled as the result.
 func Done(v any) (Outcome, error) {
 	b, err := json.Marshal(v)
@@ -84,11 +103,27 @@ type LedgerEntry struct {
 	Resource string          `json:"resource,omitempty"` // id of the resource it created or changed
 }
 
-// Duplicate is a logical resource (kind + name) of a non-idempotent kind
-// that the world shows created more than once.
+// EventAPIVersion is the ledger Kind of a world event recording an API
+// version change (see Versioned). Its Args are {"version"} and its result
+// {"previous", "version"}.
+const EventAPIVersion = "world.api_version"
+
+// IsEvent reports whether the entry is a world event (something that
+// happened to the world, such as an API version change) rather than an
+// effect an agent requested. World events have an empty Key and a Kind
+// beginning with "world."; they never count as effects.
+func (e LedgerEntry) IsEvent() bool {
+	return e.Key == "" && strings.HasPrefix(e.Kind, "world.")
+}
+
+// Duplicate is a logical resource (kind + name, within Scope) of a
+// non-idempotent kind that the world shows created more than once.
 type Duplicate struct {
-	Kind  string   `json:"kind"`
-	Name  string   `json:"name"`
+	Kind string `json:"kind"`
+	Name string `json:"name"`
+	// Scope is the id of the resource the name is unique within, e.g. the
+	// database a snapshot belongs to; empty where names are global.
+	Scope string   `json:"scope,omitempty"`
 	IDs   []string `json:"ids"`
 	Keys  []string `json:"keys"` // the idempotency keys that created them
 	Count int      `json:"count"`
@@ -123,6 +158,25 @@ type World interface {
 	CheckGoal(ctx context.Context, task json.RawMessage) (Check, error)
 	// Snapshot returns the world's whole state as JSON.
 	Snapshot(ctx context.Context) (json.RawMessage, error)
+}
+
+// ErrUnknownAPIVersion is returned by Versioned.SetAPIVersion for a
+// version the world does not have.
+var ErrUnknownAPIVersion = errors.New("unknown API version")
+
+// Versioned is a world whose API can change version mid-run (the
+// api-version fault). A world offers it optionally; callers discover it with
+// a type assertion.
+type Versioned interface {
+	// APIVersion is the version the world currently serves, e.g. "v1".
+	APIVersion() string
+	// SetAPIVersion switches the API durably (recorded in the world's
+	// ledger as a world event, kind EventAPIVersion, key "") and returns
+	// the previous version. Switching to the current version changes and
+	// records nothing, so re-applying a switch after a crash is safe.
+	// Unknown versions are an error wrapping ErrUnknownAPIVersion that names
+	// the known ones; the version is then left as it was.
+	SetAPIVersion(ctx context.Context, version string, now time.Time) (previous string, err error)
 }
 
 // Factory opens a world on a store under prefix, recovering any state

@@ -1,0 +1,266 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"time"
+)
+
+// PhaseMid is where an effect:N trigger without a phase lands for most
+// kinds: after the world executed the effect and before its result is
+// journaled — for harness-crash, the hardest point of all. It has no
+// syntax of its own: it is what `effect:N` means.
+const PhaseMid Phase = "mid"
+
+// Triggers most kinds support.
+var (
+	anyTrigger   = []TriggerType{TriggerStep, TriggerEffect, TriggerTime, TriggerEvery, TriggerRate}
+	onceTriggers = []TriggerType{TriggerStep, TriggerEffect, TriggerTime}
+)
+
+// Default returns a registry holding every fault kind this version ships.
+func Default() *Registry {
+	r := NewRegistry()
+	for _, k := range builtinKinds() {
+		r.Register(k)
+	}
+	return r
+}
+
+// DefaultStopGrace is how long stop waits after SIGTERM before SIGKILL.
+const DefaultStopGrace = 10 * time.Second
+
+func builtinKinds() []Kind {
+	return []Kind{
+		{
+			Name: "kill", Group: "process", Triggers: anyTrigger, Example: "kill@step:3",
+			Summary: "SIGKILL the agent's container; the harness starts a new attempt (new container, new token)",
+			New:     func(Spec) (Fault, error) { return processFault{op: "kill"}, nil },
+			Draw:    noArg,
+		},
+		{
+			Name: "stop", Group: "process", Triggers: anyTrigger, Example: "stop:5s@t:2d/1h",
+			Arg:      "grace before SIGKILL (default 10s)",
+			Duration: DurationOptional,
+			Summary:  "SIGTERM the agent, SIGKILL after the grace; with /DURATION the agent stays down that long (virtual) before the next attempt",
+			New: func(s Spec) (Fault, error) {
+				grace := DefaultStopGrace
+				if s.Arg != "" {
+					g, err := ParseDuration(s.Arg)
+					if err != nil || g <= 0 || g > time.Minute {
+						return nil, fmt.Errorf("stop grace %q: want a duration in (0, 1m]", s.Arg)
+					}
+					grace = g
+				}
+				return processFault{op: "stop", grace: grace, down: s.Duration}, nil
+			},
+			Draw: func(rng *rand.Rand, r Reach) (string, time.Duration) {
+				return "2s", drawDuration(rng, r, 0.5)
+			},
+		},
+		{
+			Name: "restart", Group: "process", Triggers: anyTrigger, Example: "restart@every:1d",
+			Summary: "SIGTERM the agent (SIGKILL after 10s) and start a new attempt at once",
+			New:     func(Spec) (Fault, error) { return processFault{op: "stop", grace: DefaultStopGrace}, nil },
+			Draw:    noArg,
+		},
+		{
+			Name: "pause", Group: "process", Triggers: anyTrigger, Example: "pause@t:1d/30m",
+			Duration: DurationRequired,
+			Summary:  "freeze the agent's container for /DURATION (virtual), then thaw it",
+			New:      func(Spec) (Fault, error) { return pauseFault{}, nil },
+			Draw:     func(rng *rand.Rand, r Reach) (string, time.Duration) { return "", drawDuration(rng, r, 1) },
+		},
+		{
+			Name: "harness-crash", Group: "process", Triggers: onceTriggers, Example: "harness-crash@effect:2",
+			Summary: "the harness SIGKILLs itself at that point (effect:N: after the world acted, before the result is journaled); `overnight resume RUN` continues from the journal alone",
+			New:     func(Spec) (Fault, error) { return crashFault{}, nil },
+			// Never drawn at random: it ends the process.
+		},
+		{
+			Name: "netdrop", Group: "network", Triggers: anyTrigger, Example: "netdrop@t:36h/2h",
+			Duration: DurationRequired,
+			Summary:  "reset the agent's live connections to the gateway and refuse new ones for /DURATION",
+			New:      func(Spec) (Fault, error) { return linkFault{op: "drop"}, nil },
+			Draw:     func(rng *rand.Rand, r Reach) (string, time.Duration) { return "", drawDuration(rng, r, 1) },
+		},
+		{
+			Name: "blackhole", Group: "network", Triggers: anyTrigger, Example: "blackhole@t:1d/1h",
+			Duration: DurationRequired,
+			Summary:  "accept the agent's connections and never answer (each is reset after at most 2s of real time) for /DURATION",
+			New:      func(Spec) (Fault, error) { return linkFault{op: "blackhole"}, nil },
+			Draw:     func(rng *rand.Rand, r Reach) (string, time.Duration) { return "", drawDuration(rng, r, 1) },
+		},
+		{
+			Name: "latency", Group: "network", Triggers: anyTrigger, Example: "latency:200ms+50ms@step:2/1h",
+			Arg: "delay[+jitter] per response, real time, at most 2s", ArgNeed: true,
+			Duration: DurationRequired,
+			Summary:  "delay every gateway response by the delay plus a seeded jitter, for /DURATION",
+			New: func(s Spec) (Fault, error) {
+				d, j, err := parseLatency(s.Arg)
+				if err != nil {
+					return nil, err
+				}
+				return linkFault{op: "latency", delay: d, jitter: j}, nil
+			},
+			Draw: func(rng *rand.Rand, r Reach) (string, time.Duration) {
+				return fmt.Sprintf("%dms+%dms", 20+rng.IntN(80), rng.IntN(30)), drawDuration(rng, r, 1)
+			},
+		},
+		{
+			Name: "api-version", Group: "world", Triggers: onceTriggers, Example: "api-version:v2@t:4d",
+			Arg: "the world API version to switch to", ArgNeed: true,
+			Duration: DurationOptional,
+			Summary:  "the world's API moves to another version (renamed fields, removed endpoints answering 410, new required fields, changed auth); with /DURATION it moves back",
+			New:      func(s Spec) (Fault, error) { return &versionFault{to: s.Arg}, nil },
+			Draw:     func(*rand.Rand, Reach) (string, time.Duration) { return "v2", 0 },
+		},
+		{
+			Name: "effect-5xx", Group: "world", Triggers: anyTrigger, Example: "effect-5xx@effect:2",
+			Duration:     DurationOptional,
+			DefaultPhase: PhaseBefore,
+			Summary:      "answer effects with a transient 503 before they reach the world: the next one, or every one for /DURATION",
+			New: func(s Spec) (Fault, error) {
+				return effectFault{toxic: EffectToxic{Fail5xx: true, Once: s.Duration == 0}}, nil
+			},
+			Draw: noArg,
+		},
+		{
+			Name: "effect-slow", Group: "world", Triggers: anyTrigger, Example: "effect-slow:1s@effect:3",
+			Arg: "how long to hold the effect, real time, at most 5s", ArgNeed: true,
+			Duration:     DurationOptional,
+			DefaultPhase: PhaseBefore,
+			Summary:      "hold effects before the world sees them: the next one, or every one for /DURATION",
+			New: func(s Spec) (Fault, error) {
+				d, err := ParseDuration(s.Arg)
+				if err != nil || d <= 0 || d > MaxEffectSlow {
+					return nil, fmt.Errorf("effect-slow %q: want a duration in (0, %s]", s.Arg, MaxEffectSlow)
+				}
+				return effectFault{toxic: EffectToxic{Slow: d, Once: s.Duration == 0}}, nil
+			},
+			Draw: func(rng *rand.Rand, r Reach) (string, time.Duration) {
+				return fmt.Sprintf("%dms", 50+rng.IntN(200)), 0
+			},
+		},
+		{
+			Name: "clock-jump", Group: "time", Triggers: anyTrigger, Example: "clock-jump:6h@t:2d",
+			Arg: "how far virtual time leaps forward", ArgNeed: true,
+			Summary: "virtual time leaps forward; whatever was scheduled in between fires on the way",
+			New: func(s Spec) (Fault, error) {
+				d, err := ParseDuration(s.Arg)
+				if err != nil || d <= 0 {
+					return nil, fmt.Errorf("clock-jump %q: want a positive duration", s.Arg)
+				}
+				return clockFault{by: d}, nil
+			},
+			Draw: func(rng *rand.Rand, r Reach) (string, time.Duration) {
+				return FormatDuration(time.Duration(1+rng.IntN(12)) * time.Hour), 0
+			},
+		},
+	}
+}
+
+func noArg(*rand.Rand, Reach) (string, time.Duration) { return "", 0 }
+
+// drawDuration draws a fault duration: up to frac of a tenth of the run's
+// virtual span, at least a minute, in whole minutes.
+func drawDuration(rng *rand.Rand, r Reach, frac float64) time.Duration {
+	span := time.Duration(float64(r.Virtual) / 10 * frac)
+	if span < 10*time.Minute {
+		span = 10 * time.Minute
+	}
+	return time.Duration(1+rng.Int64N(int64(span/time.Minute))) * time.Minute
+}
+
+// parseLatency parses "200ms" or "200ms+50ms".
+func parseLatency(arg string) (d, jitter time.Duration, err error) {
+	ds, js, hasJ := strings.Cut(arg, "+")
+	if d, err = ParseDuration(ds); err != nil || d <= 0 || d > 2*time.Second {
+		return 0, 0, fmt.Errorf("latency %q: want DELAY[+JITTER] with a delay in (0, 2s]", arg)
+	}
+	if hasJ {
+		if jitter, err = ParseDuration(js); err != nil || jitter > 2*time.Second {
+			return 0, 0, fmt.Errorf("latency %q: the jitter after + must be a duration of at most 2s", arg)
+		}
+	}
+	return d, jitter, nil
+}
+
+type processFault struct {
+	op          string
+	grace, down time.Duration
+}
+
+func (f processFault) Inject(ctx context.Context, t Target) error {
+	if f.op == "kill" {
+		return t.KillAgent(ctx)
+	}
+	return t.StopAgent(ctx, f.grace, f.down)
+}
+
+type pauseFault struct{}
+
+func (pauseFault) Inject(ctx context.Context, t Target) error { return t.PauseAgent(ctx) }
+func (pauseFault) Undo(ctx context.Context, t Target) error   { return t.UnpauseAgent(ctx) }
+
+type crashFault struct{}
+
+func (crashFault) Inject(ctx context.Context, t Target) error { return t.CrashHarness(ctx) }
+
+type linkFault struct {
+	op            string
+	delay, jitter time.Duration
+}
+
+func (f linkFault) Inject(ctx context.Context, t Target) error {
+	switch f.op {
+	case "drop":
+		t.Drop()
+	case "blackhole":
+		t.Blackhole()
+	default:
+		t.SetLatency(f.delay, f.jitter)
+	}
+	return nil
+}
+
+func (linkFault) Undo(ctx context.Context, t Target) error {
+	t.Heal()
+	return nil
+}
+
+type versionFault struct {
+	to, from string
+}
+
+func (f *versionFault) Inject(ctx context.Context, t Target) error {
+	prev, err := t.SetAPIVersion(ctx, f.to)
+	f.from = prev
+	return err
+}
+
+func (f *versionFault) Undo(ctx context.Context, t Target) error {
+	if f.from == "" {
+		return nil
+	}
+	_, err := t.SetAPIVersion(ctx, f.from)
+	return err
+}
+
+type effectFault struct{ toxic EffectToxic }
+
+func (f effectFault) Inject(ctx context.Context, t Target) error {
+	t.SetEffectToxic(f.toxic)
+	return nil
+}
+
+func (f effectFault) Undo(ctx context.Context, t Target) error {
+	t.SetEffectToxic(EffectToxic{})
+	return nil
+}
+
+type clockFault struct{ by time.Duration }
+
+func (f clockFault) Inject(ctx context.Context, t Target) error { return t.Jump(ctx, f.by) }

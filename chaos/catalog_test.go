@@ -1,0 +1,209 @@
+package chaos_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/overnight-dev/overnight/chaos"
+)
+
+func mustSpec(text string) chaos.Spec {
+	s, err := chaos.ParseSpec(text)
+	ExpectWithOffset(1, err).NotTo(HaveOccurred())
+	return s
+}
+
+func texts(specs []chaos.Spec) []string {
+	out := make([]string, len(specs))
+	for i, s := range specs {
+		out[i] = s.String()
+	}
+	return out
+}
+
+var _ = Describe("the fault catalog", func() {
+	reg := chaos.Default()
+
+	DescribeTable("builds what each kind can take",
+		func(text string) {
+			_, err := reg.Build(mustSpec(text))
+			Expect(err).NotTo(HaveOccurred())
+		},
+		Entry(nil, "kill@step:3"), Entry(nil, "kill@effect:2:after"), Entry(nil, "kill@every:1d"),
+		Entry(nil, "stop@t:1d"), Entry(nil, "stop:5s@t:1d/1h"), Entry(nil, "restart@rate:2/1d"),
+		Entry(nil, "pause@t:1d/30m"), Entry(nil, "harness-crash@effect:2"),
+		Entry(nil, "netdrop@t:36h/2h"), Entry(nil, "blackhole@step:2/1h"), Entry(nil, "latency:200ms+50ms@step:2/1h"),
+		Entry(nil, "api-version:v2@t:4d"), Entry(nil, "effect-5xx@effect:2"), Entry(nil, "effect-5xx@t:1d/1h"),
+		Entry(nil, "effect-slow:1s@effect:3"), Entry(nil, "clock-jump:6h@t:2d"),
+	)
+
+	DescribeTable("refuses what a kind cannot take, saying why",
+		func(text, want string) {
+			_, err := reg.Build(mustSpec(text))
+			Expect(err).To(MatchError(ContainSubstring(want)))
+		},
+		Entry(nil, "meteor@step:1", `unknown fault kind "meteor"`),
+		Entry(nil, "harness-crash@every:1d", "does not support trigger every"),
+		Entry(nil, "netdrop@t:1d", "must heal"),
+		Entry(nil, "pause@step:1", "must heal"),
+		Entry(nil, "kill@step:1/1h", "instantaneous"),
+		Entry(nil, "kill:now@step:1", "takes no argument"),
+		Entry(nil, "api-version@t:1d", "needs an argument"),
+		Entry(nil, "latency:3s@t:1d/1h", "delay in (0, 2s]"),
+		Entry(nil, "effect-slow:1m@effect:1", "(0, 5s]"),
+		Entry(nil, "stop:2m@t:1d", "grace"),
+		Entry(nil, "clock-jump:x@t:1d", "clock-jump"),
+	)
+
+	It("lands effect triggers where the kind says, unless the spec names a phase", func() {
+		Expect(reg.PhaseOf(mustSpec("harness-crash@effect:2"))).To(Equal(chaos.PhaseMid))
+		Expect(reg.PhaseOf(mustSpec("effect-5xx@effect:2"))).To(Equal(chaos.PhaseBefore))
+		Expect(reg.PhaseOf(mustSpec("kill@effect:2:after"))).To(Equal(chaos.PhaseAfter))
+	})
+})
+
+var _ = Describe("schedules", func() {
+	reg := chaos.Default()
+
+	It("expands every:D into firings before the horizon", func() {
+		inst, err := chaos.Expand([]chaos.Spec{mustSpec("restart@every:1d"), mustSpec("kill@step:2")}, 3*24*time.Hour+time.Hour, nil)
+		Expect(err).NotTo(HaveOccurred())
+		var got []string
+		for _, i := range inst {
+			got = append(got, i.Spec.String()+" from "+i.From)
+		}
+		Expect(got).To(Equal([]string{
+			"restart@t:1d from restart@every:1d", "restart@t:2d from restart@every:1d", "restart@t:3d from restart@every:1d",
+			"kill@step:2 from kill@step:2",
+		}))
+	})
+
+	It("draws rate:R/D firings from the seed: the same seed gives the same times, another seed others", func() {
+		spec := []chaos.Spec{mustSpec("kill@rate:3/1d")}
+		draw := func(seed int64) []string {
+			inst, err := chaos.Expand(spec, 7*24*time.Hour, chaos.NewStreams(seed).For("schedule"))
+			Expect(err).NotTo(HaveOccurred())
+			var out []string
+			for _, i := range inst {
+				Expect(i.Spec.Trigger.At).To(BeNumerically("<", 7*24*time.Hour))
+				out = append(out, i.Spec.String())
+			}
+			return out
+		}
+		a := draw(42)
+		Expect(a).To(Equal(draw(42)))
+		Expect(a).NotTo(Equal(draw(43)))
+		Expect(len(a)).To(BeNumerically(">", 5), "about 21 expected in a week")
+		Expect(len(a)).To(BeNumerically("<", 50))
+	})
+
+	It("refuses a recurring fault that would fire too often", func() {
+		_, err := chaos.Expand([]chaos.Spec{mustSpec("kill@every:1s")}, 30*24*time.Hour, nil)
+		Expect(err).To(MatchError(ContainSubstring("more than 1000 times")))
+	})
+
+	It("draws exact counts at seeded times inside the window", func() {
+		d := chaos.Draw{Kinds: []string{"kill", "stop", "restart"}, Count: 3, Between: [2]time.Duration{6 * time.Hour, 6 * 24 * time.Hour}}
+		a, err := d.Specs(chaos.NewStreams(1).For("schedule"), reg)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(a).To(HaveLen(3))
+		for _, s := range a {
+			Expect(s.Trigger.At).To(BeNumerically(">=", 6*time.Hour))
+			Expect(s.Trigger.At).To(BeNumerically("<", 6*24*time.Hour))
+			Expect(s.Trigger.At % time.Minute).To(BeZero())
+		}
+		b, err := d.Specs(chaos.NewStreams(1).For("schedule"), reg)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(texts(b)).To(Equal(texts(a)))
+		out := chaos.Draw{Kinds: []string{"netdrop"}, Count: 2, Between: [2]time.Duration{time.Hour, 2 * time.Hour}, Duration: [2]time.Duration{30 * time.Minute, time.Hour}}
+		nd, err := out.Specs(chaos.NewStreams(1).For("x"), reg)
+		Expect(err).NotTo(HaveOccurred())
+		for _, s := range nd {
+			Expect(s.Duration).To(BeNumerically(">=", 30*time.Minute))
+			Expect(s.Duration).To(BeNumerically("<=", time.Hour))
+		}
+	})
+
+	It("draws random chaos only from triggers the run can reach, never harness-crash", func() {
+		reach := chaos.Reach{Steps: 5, Effects: 5}
+		for seed := int64(0); seed < 20; seed++ {
+			specs, err := chaos.RandomSchedule(chaos.NewStreams(seed).For("random-chaos"), reg, reach, 6)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(specs).To(HaveLen(6))
+			for _, s := range specs {
+				Expect(s.Kind).NotTo(Equal("harness-crash"))
+				Expect(s.Trigger.Type).To(BeElementOf(chaos.TriggerStep, chaos.TriggerEffect), s.String())
+				Expect(s.Trigger.N).To(BeNumerically("<=", 5))
+				_, err := reg.Build(s)
+				Expect(err).NotTo(HaveOccurred())
+			}
+		}
+		a, _ := chaos.RandomSchedule(chaos.NewStreams(7).For("random-chaos"), reg, reach, 6)
+		b, _ := chaos.RandomSchedule(chaos.NewStreams(7).For("random-chaos"), reg, reach, 6)
+		c, _ := chaos.RandomSchedule(chaos.NewStreams(8).For("random-chaos"), reg, reach, 6)
+		Expect(texts(a)).To(Equal(texts(b)))
+		Expect(texts(a)).NotTo(Equal(texts(c)))
+	})
+
+	It("keeps the streams of different components independent", func() {
+		s := chaos.NewStreams(5)
+		Expect(s.For("a").Int64()).To(Equal(s.For("a").Int64()))
+		Expect(s.For("a").Int64()).NotTo(Equal(s.For("b").Int64()))
+	})
+})
+
+var _ = Describe("Shrink", func() {
+	It("finds the faults that matter, then shortens and moves them earlier", func(ctx SpecContext) {
+		var faults []chaos.Spec
+		for i := 1; i <= 12; i++ {
+			faults = append(faults, mustSpec(fmt.Sprintf("latency:10ms@step:%d/1h", i)))
+		}
+		faults[4] = mustSpec("kill@step:5")
+		faults[9] = mustSpec("netdrop@t:2d/4h")
+		// The run fails when a kill lands at step >= 3 and an outage of at
+		// least 30m happens after 12h: a stand-in for a real run's verdict.
+		oracle := func(_ context.Context, fs []chaos.Spec) (bool, error) {
+			kill, drop := false, false
+			for _, f := range fs {
+				if f.Kind == "kill" && f.Trigger.N >= 3 {
+					kill = true
+				}
+				if f.Kind == "netdrop" && f.Duration >= 30*time.Minute && f.Trigger.At >= 12*time.Hour {
+					drop = true
+				}
+			}
+			return kill && drop, nil
+		}
+		res, err := chaos.Shrink(ctx, faults, oracle, 200)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(texts(res.Faults)).To(Equal([]string{"kill@step:3", "netdrop@t:12h/30m"}))
+		Expect(res.Runs).To(BeNumerically("<", 100))
+	})
+
+	It("stops at its run budget with a schedule that still fails", func(ctx SpecContext) {
+		var faults []chaos.Spec
+		for i := 1; i <= 16; i++ {
+			faults = append(faults, mustSpec(fmt.Sprintf("kill@step:%d", i)))
+		}
+		oracle := func(_ context.Context, fs []chaos.Spec) (bool, error) {
+			return strings.Contains(strings.Join(texts(fs), " "), "kill@step:16"), nil
+		}
+		res, err := chaos.Shrink(ctx, faults, oracle, 3)
+		Expect(err).To(MatchError(chaos.ErrShrinkBudget))
+		Expect(res.Runs).To(Equal(3))
+		ok, _ := oracle(ctx, res.Faults)
+		Expect(ok).To(BeTrue())
+	})
+
+	It("reports a schedule whose failure needs no fault at all as empty", func(ctx SpecContext) {
+		res, err := chaos.Shrink(ctx, []chaos.Spec{mustSpec("kill@step:1"), mustSpec("kill@step:2")},
+			func(context.Context, []chaos.Spec) (bool, error) { return true, nil }, 50)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res.Faults).To(BeEmpty())
+	})
+})

@@ -1,0 +1,184 @@
+package chaos
+
+import (
+	"fmt"
+	"hash/fnv"
+	"math"
+	"math/rand/v2"
+	"sort"
+	"time"
+)
+
+// Streams derives independent, reproducible random streams from one seed,
+// one per component ("schedule", "link", "random-chaos", ...), so that
+// adding draws to one component never shifts another's.
+type Streams struct{ seed int64 }
+
+// NewStreams returns the streams of seed.
+func NewStreams(seed int64) Streams { return Streams{seed: seed} }
+
+// For returns the stream of component; the same seed and component always
+// give the same sequence.
+func (s Streams) For(component string) *rand.Rand {
+	h := fnv.New64a()
+	h.Write([]byte(component))
+	return rand.New(rand.NewPCG(uint64(s.seed), h.Sum64()))
+}
+
+// MaxInstances bounds how many firings one recurring spec expands to.
+const MaxInstances = 1000
+
+// Instance is one concrete firing of a fault: what the fault log records
+// and what --replay-faults re-applies. Recurring specs (every, rate) expand
+// into t: instances.
+type Instance struct {
+	Spec Spec   // what fires, with a concrete trigger
+	From string // the spec as written, e.g. "restart@every:1d"
+}
+
+// Expand turns specs into instances over the virtual span [0, horizon):
+// every:D fires at D, 2D, ... and rate:R/P at times drawn from rng as a
+// Poisson process (exponential gaps, rounded to the second). Other
+// triggers are one instance each. The result keeps the specs' order, each
+// spec's instances in time order.
+func Expand(specs []Spec, horizon time.Duration, rng *rand.Rand) ([]Instance, error) {
+	var out []Instance
+	for _, s := range specs {
+		from := s.String()
+		switch s.Trigger.Type {
+		case TriggerEvery:
+			for k := 1; time.Duration(k)*s.Trigger.Every < horizon; k++ {
+				if k > MaxInstances {
+					return nil, fmt.Errorf("fault %q fires more than %d times before the horizon (%s); use a longer interval", from, MaxInstances, FormatDuration(horizon))
+				}
+				out = append(out, Instance{Spec: at(s, time.Duration(k)*s.Trigger.Every), From: from})
+			}
+		case TriggerRate:
+			mean := float64(s.Trigger.Per) / s.Trigger.Rate
+			var t float64
+			for n := 0; ; n++ {
+				t += rng.ExpFloat64() * mean
+				if t >= float64(horizon) || math.IsInf(t, 0) {
+					break
+				}
+				if n >= MaxInstances {
+					return nil, fmt.Errorf("fault %q fires more than %d times before the horizon (%s); use a lower rate", from, MaxInstances, FormatDuration(horizon))
+				}
+				out = append(out, Instance{Spec: at(s, time.Duration(t).Round(time.Second)), From: from})
+			}
+		default:
+			out = append(out, Instance{Spec: s, From: from})
+		}
+	}
+	return out, nil
+}
+
+// at is s fired once at virtual time d.
+func at(s Spec, d time.Duration) Spec {
+	s.Trigger = Trigger{Type: TriggerTime, At: d}
+	return s
+}
+
+// Draw describes faults drawn from a seed: Count of them, each of a kind
+// picked from Kinds (a kind may carry its argument, "api-version:v2"), at
+// a time uniform in [Between[0], Between[1]), lasting a duration uniform
+// in [Duration[0], Duration[1]] when the kind takes one. Times and
+// durations are whole minutes.
+type Draw struct {
+	Kinds    []string         `json:"kinds"`
+	Count    int              `json:"count"`
+	Between  [2]time.Duration `json:"between"`
+	Duration [2]time.Duration `json:"duration"`
+}
+
+// Specs draws d's faults from rng, in time order, each checked against reg.
+func (d Draw) Specs(rng *rand.Rand, reg *Registry) ([]Spec, error) {
+	if d.Count < 1 || len(d.Kinds) == 0 || d.Between[1] <= d.Between[0] {
+		return nil, fmt.Errorf("draw: want count >= 1, at least one kind and between [from, to) with to > from")
+	}
+	minutes := func(lo, hi time.Duration) time.Duration {
+		n := int64((hi - lo) / time.Minute)
+		if n <= 0 {
+			return lo
+		}
+		return lo + time.Duration(rng.Int64N(n))*time.Minute
+	}
+	var out []Spec
+	for i := 0; i < d.Count; i++ {
+		kind := d.Kinds[rng.IntN(len(d.Kinds))]
+		s, err := ParseSpec(kind + "@t:0s")
+		if err != nil {
+			return nil, fmt.Errorf("draw: kind %q: %w", kind, err)
+		}
+		s.Trigger.At = minutes(d.Between[0], d.Between[1])
+		if k, ok := reg.Lookup(s.Kind); ok && k.Duration != DurationNone && d.Duration[1] > 0 {
+			s.Duration = minutes(d.Duration[0], d.Duration[1]+time.Minute)
+			if s.Duration <= 0 {
+				s.Duration = time.Minute
+			}
+		}
+		if _, err := reg.Build(s); err != nil {
+			return nil, fmt.Errorf("draw: %w", err)
+		}
+		out = append(out, s)
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Trigger.At < out[j].Trigger.At })
+	return out, nil
+}
+
+// RandomSchedule draws n faults for --chaos random: kinds that can be
+// drawn (never harness-crash), each with a trigger the run can reach —
+// a step in 1..Steps, an effect in 1..Effects, or a virtual time before
+// Virtual — and an argument and duration from the kind.
+func RandomSchedule(rng *rand.Rand, reg *Registry, reach Reach, n int) ([]Spec, error) {
+	var kinds []Kind
+	for _, k := range reg.Kinds() {
+		if k.Draw != nil {
+			kinds = append(kinds, k)
+		}
+	}
+	if len(kinds) == 0 {
+		return nil, fmt.Errorf("random chaos: no fault kind can be drawn")
+	}
+	var out []Spec
+	for tries := 0; len(out) < n && tries < 100*n; tries++ {
+		k := kinds[rng.IntN(len(kinds))]
+		var options []TriggerType
+		for _, t := range k.Triggers {
+			switch {
+			case t == TriggerStep && reach.Steps > 0,
+				t == TriggerEffect && reach.Effects > 0,
+				t == TriggerLLM && reach.LLMCalls > 0,
+				t == TriggerTime && reach.Virtual > time.Minute:
+				options = append(options, t)
+			}
+		}
+		if len(options) == 0 {
+			continue
+		}
+		s := Spec{Kind: k.Name}
+		s.Arg, s.Duration = k.Draw(rng, reach)
+		switch tt := options[rng.IntN(len(options))]; tt {
+		case TriggerStep:
+			s.Trigger = Trigger{Type: tt, N: 1 + rng.IntN(reach.Steps)}
+		case TriggerEffect:
+			s.Trigger = Trigger{Type: tt, N: 1 + rng.IntN(reach.Effects)}
+			s.Trigger.Phase = []Phase{PhaseDefault, PhaseBefore, PhaseAfter}[rng.IntN(3)]
+		case TriggerLLM:
+			s.Trigger = Trigger{Type: tt, N: 1 + rng.IntN(reach.LLMCalls)}
+		case TriggerTime:
+			s.Trigger = Trigger{Type: tt, At: time.Duration(rng.Int64N(int64(reach.Virtual/time.Minute))) * time.Minute}
+		}
+		if k.Duration == DurationNone {
+			s.Duration = 0
+		}
+		if _, err := reg.Build(s); err != nil {
+			continue
+		}
+		out = append(out, s)
+	}
+	if len(out) < n {
+		return nil, fmt.Errorf("random chaos: could draw only %d of %d faults the run can reach (%+v)", len(out), n, reach)
+	}
+	return out, nil
+}

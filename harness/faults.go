@@ -1,0 +1,547 @@
+package harness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sort"
+	"time"
+
+	"github.com/overnight-dev/overnight/chaos"
+	"github.com/overnight-dev/overnight/scenarios/world"
+)
+
+// quantum is how long no agent request may be in flight before virtual time
+// jumps to the next scheduled event (an outage heals even while the agent
+// is cut off and retrying).
+const quantum = 100 * time.Millisecond
+
+// faultState is a scheduled fault instance of a live run.
+type faultState struct {
+	rec   FaultRecord
+	spec  chaos.Spec
+	fault chaos.Fault
+	phase chaos.Phase // where an effect:N trigger lands
+
+	active     bool      // fired and not yet healed
+	healAt     time.Time // when an active fault with a duration heals
+	linkBefore chaos.LinkStats
+	intents    int // effect intents journaled when it fired
+}
+
+// at is when a t: fault fires.
+func (f *faultState) at(start time.Time) (time.Time, bool) {
+	if f.spec.Trigger.Type != chaos.TriggerTime {
+		return time.Time{}, false
+	}
+	return start.Add(f.spec.Trigger.At), true
+}
+
+func (r *run) saveFault(ctx context.Context, f *faultState) {
+	if err := put(ctx, r.j, faultKey(r.rec.ID, f.rec.Index), f.rec); err != nil {
+		r.log.Error("record fault", "fault", f.rec.Spec, "err", err)
+	}
+}
+
+// fire applies a fault, under mu. The fault's record is durable before the
+// fault acts, so a fault fires at most once per run even across a crash.
+func (r *run) fire(ctx context.Context, f *faultState) {
+	f.rec.Applied = true
+	f.rec.AppliedAttempt = r.current
+	f.rec.AppliedVirtual = r.clock
+	f.rec.AppliedWall = time.Now().UTC()
+	if f.spec.Duration == 0 {
+		f.rec.HealedVirtual = r.clock
+	}
+	if err := put(ctx, r.j, faultKey(r.rec.ID, f.rec.Index), f.rec); err != nil {
+		r.log.Error("record fault; not applying it", "fault", f.rec.Spec, "err", err)
+		f.rec.Applied = false
+		return
+	}
+	_ = r.appendEventLocked(ctx, "harness.fault", fmt.Sprintf("fault %s applied (attempt %d)", f.rec.Spec, r.current), map[string]any{"fault": f.rec.Spec})
+	r.h.progress("fault %s applied at +%s virtual (attempt %d)", f.rec.Spec, chaos.FormatDuration(r.clock.Sub(r.rec.VirtualStart)), r.current)
+	if r.link != nil {
+		f.linkBefore = r.link.Stats()
+	}
+	f.intents = r.intents
+	r.firing = f
+	err := f.fault.Inject(ctx, runTarget{r})
+	r.firing = nil
+	if err != nil {
+		r.log.Error("inject fault", "fault", f.rec.Spec, "err", err)
+		f.rec.Error = err.Error()
+		f.rec.Met, f.rec.MetDetail = false, "not injected: "+err.Error()
+		r.saveFault(ctx, f)
+		r.h.progress("fault %s could not be injected: %v", f.rec.Spec, err)
+		return
+	}
+	if f.spec.Duration > 0 {
+		f.active, f.healAt = true, r.clock.Add(f.spec.Duration)
+	}
+	r.saveFault(ctx, f)
+}
+
+// heal undoes an active fault, under mu, and records whether the agent met
+// it while it lasted.
+func (r *run) heal(ctx context.Context, f *faultState) {
+	f.active = false
+	f.rec.HealedVirtual = r.clock
+	if u, ok := f.fault.(chaos.Undoer); ok {
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		if err := u.Undo(uctx, runTarget{r}); err != nil {
+			r.log.Error("heal fault", "fault", f.rec.Spec, "err", err)
+			f.rec.Error = "heal: " + err.Error()
+		}
+		cancel()
+	}
+	if r.link != nil && chaosGroup(f.spec.Kind) == "network" {
+		after := r.link.Stats()
+		hit := (after.Reset - f.linkBefore.Reset) + (after.Blackholed - f.linkBefore.Blackholed) + (after.Delayed - f.linkBefore.Delayed)
+		switch {
+		case hit > 0:
+			f.rec.Met, f.rec.MetDetail = true, fmt.Sprintf("%d of the agent's connections or responses were hit", hit)
+		case r.container != "":
+			f.rec.Met, f.rec.MetDetail = true, fmt.Sprintf("attempt %d was alive and cut off for the whole outage", r.current)
+		default:
+			f.rec.Met, f.rec.MetDetail = false, "no agent was alive during the outage"
+		}
+	}
+	r.saveFault(ctx, f)
+	_ = r.appendEventLocked(ctx, "harness.heal", fmt.Sprintf("fault %s healed", f.rec.Spec), map[string]any{"fault": f.rec.Spec})
+	r.h.progress("fault %s healed at +%s virtual", f.rec.Spec, chaos.FormatDuration(r.clock.Sub(r.rec.VirtualStart)))
+}
+
+func chaosGroup(kind string) string {
+	if k, ok := chaos.Default().Lookup(kind); ok {
+		return k.Group
+	}
+	return ""
+}
+
+// healAll undoes every active fault: at the end of a run, on Ctrl-C, so
+// that no paused container or dropped link is left behind.
+func (r *run) healAll(ctx context.Context) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, f := range r.faults {
+		if f.active {
+			r.heal(context.WithoutCancel(ctx), f)
+		}
+	}
+}
+
+// fireStep fires the faults a durable checkpoint with this step triggers.
+func (r *run) fireStep(ctx context.Context, step int) {
+	for _, f := range r.faults {
+		if !f.rec.Applied && f.spec.Trigger.Type == chaos.TriggerStep && step >= f.spec.Trigger.N {
+			r.fire(ctx, f)
+		}
+	}
+}
+
+// fireEffect fires the faults the n-th effect triggers at this phase.
+func (r *run) fireEffect(ctx context.Context, n int, phase chaos.Phase) {
+	for _, f := range r.faults {
+		if !f.rec.Applied && f.spec.Trigger.Type == chaos.TriggerEffect && f.spec.Trigger.N == n && f.phase == phase {
+			r.fire(ctx, f)
+		}
+	}
+}
+
+// nextEvent is the earliest timed event — a t: fault to fire or an active
+// fault to heal — at or before limit. Heals come before fires at the same
+// instant.
+func (r *run) nextEvent(limit time.Time) (at time.Time, f *faultState, heal bool, ok bool) {
+	for _, g := range r.faults {
+		var t time.Time
+		var isHeal bool
+		switch {
+		case g.active && !g.healAt.IsZero():
+			t, isHeal = g.healAt, true
+		case !g.rec.Applied:
+			ft, timed := g.at(r.rec.VirtualStart)
+			if !timed {
+				continue
+			}
+			t = ft
+		default:
+			continue
+		}
+		if t.After(limit) {
+			continue
+		}
+		if !ok || t.Before(at) || (t.Equal(at) && isHeal && !heal) {
+			at, f, heal, ok = t, g, isHeal, true
+		}
+	}
+	return at, f, heal, ok
+}
+
+// setClock moves the virtual clock, durably.
+func (r *run) setClock(ctx context.Context, t time.Time) error {
+	if !t.After(r.clock) {
+		return nil
+	}
+	if err := put(ctx, r.j, clockKey(r.rec.ID), ClockRecord{Now: t}); err != nil {
+		return fmt.Errorf("advance the virtual clock: %w", err)
+	}
+	r.clock = t
+	return nil
+}
+
+// advanceTo moves virtual time to target (never past the horizon), firing
+// every timed event due on the way, each at its own instant: the
+// discrete-event core of the clock. stop, checked after each event, ends
+// the advance early (the caller's attempt was killed, its connection
+// dropped). It reports whether the horizon was reached. mu must be held.
+func (r *run) advanceTo(ctx context.Context, target time.Time, stop func() bool) error {
+	reached := false
+	if target.After(r.horizon) {
+		target, reached = r.horizon, true
+	}
+	for {
+		at, f, heal, ok := r.nextEvent(target)
+		if !ok {
+			break
+		}
+		if err := r.setClock(ctx, at); err != nil {
+			return err
+		}
+		if heal {
+			r.heal(ctx, f)
+		} else {
+			r.fire(ctx, f)
+		}
+		if stop != nil && stop() {
+			return nil
+		}
+	}
+	if err := r.setClock(ctx, target); err != nil {
+		return err
+	}
+	if reached {
+		r.closeHorizon()
+	}
+	return nil
+}
+
+func (r *run) closeHorizon() {
+	select {
+	case <-r.horizonCh:
+	default:
+		close(r.horizonCh)
+	}
+}
+
+// RequestStarted and RequestFinished (gateway.Observer) track agent
+// requests in flight, for the idle jump of the clock.
+func (r *run) RequestStarted() {
+	r.mu.Lock()
+	r.inflight++
+	r.lastActivity = time.Now()
+	r.mu.Unlock()
+}
+
+// RequestFinished is RequestStarted's other half.
+func (r *run) RequestFinished() {
+	r.mu.Lock()
+	r.inflight--
+	r.lastActivity = time.Now()
+	r.mu.Unlock()
+}
+
+// idleFallback is how long an attempt that has shown itself may make no
+// request at all before virtual time skips ahead anyway: for agents that
+// wait in real time instead of sleeping through the gateway. It is longer
+// than the SDK's longest retry back-off (1s), so an SDK agent reconnecting
+// after an outage is never overtaken.
+const idleFallback = 2 * time.Second
+
+// idleLoop jumps virtual time to the next scheduled event when every actor
+// is waiting, as a time-skipping test server does: the agent's container is
+// running, no request is in flight, and either the agent cannot reach the
+// gateway at all (the link is down or blackholed, or it is paused) for a
+// quantum, or it has made no request for idleFallback. An outage therefore
+// heals while the agent is cut off and retrying, and once the link is back
+// time moves only when the agent sleeps — so the history stays the same
+// from run to run. It ends with ctx.
+func (r *run) idleLoop(ctx context.Context) {
+	t := time.NewTicker(quantum / 4)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		r.mu.Lock()
+		idle := time.Since(r.lastActivity)
+		cutOff := r.paused != "" || (r.link != nil && (r.link.State() == chaos.LinkDropped || r.link.State() == chaos.LinkBlackholed))
+		waiting := r.container != "" && r.inflight == 0 &&
+			((cutOff && idle >= quantum) || (r.seen[r.current] && idle >= idleFallback))
+		if r.ended || !waiting {
+			r.mu.Unlock()
+			continue
+		}
+		if at, _, _, ok := r.nextEvent(r.horizon); ok {
+			if err := r.advanceTo(context.WithoutCancel(ctx), at, nil); err != nil {
+				r.log.Error("advance the clock while the agent is idle", "err", err)
+			}
+			r.lastActivity = time.Now()
+		}
+		r.mu.Unlock()
+	}
+}
+
+// holdDown waits out a stop fault's down window before the next attempt:
+// nobody is alive, so virtual time moves straight to its end, firing what is
+// scheduled in between.
+func (r *run) holdDown(ctx context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.downUntil.IsZero() || !r.downUntil.After(r.clock) {
+		return nil
+	}
+	until := r.downUntil
+	r.downUntil = time.Time{}
+	r.h.progress("agent down until +%s virtual", chaos.FormatDuration(until.Sub(r.rec.VirtualStart)))
+	return r.advanceTo(context.WithoutCancel(ctx), until, nil)
+}
+
+// applyToxic runs the effect path's toxic for the effect being executed,
+// under mu; it returns a failure to answer instead of executing, if any.
+func (r *run) applyToxic() *world.Outcome {
+	tx := r.toxic
+	if tx == (chaos.EffectToxic{}) {
+		return nil
+	}
+	if tx.Once {
+		r.toxic = chaos.EffectToxic{}
+	}
+	if f := r.toxicFault; f != nil && !f.rec.Met {
+		f.rec.Met, f.rec.MetDetail = true, fmt.Sprintf("hit effect %d", r.intents)
+		r.saveFault(context.Background(), f)
+	}
+	if tx.Slow > 0 {
+		time.Sleep(min(tx.Slow, chaos.MaxEffectSlow))
+	}
+	if tx.Fail5xx {
+		o := world.Failed(http.StatusServiceUnavailable, "unavailable", "the world's API answered 503 (effect-5xx fault): the effect did not run; retry with the same key")
+		return &o
+	}
+	return nil
+}
+
+// judgeMet settles whether the agent met the faults whose evidence is only
+// known at the end, and returns the records.
+func (r *run) judgeMet(ctx context.Context) []FaultRecord {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]FaultRecord, 0, len(r.faults))
+	for _, f := range r.faults {
+		if f.rec.Applied && f.rec.Error == "" && f.rec.MetDetail == "" {
+			switch f.spec.Kind {
+			case "api-version":
+				if r.intents > f.intents {
+					f.rec.Met, f.rec.MetDetail = true, fmt.Sprintf("%d effects were sent under the new API", r.intents-f.intents)
+				} else {
+					f.rec.MetDetail = "no effect was sent after the API changed"
+				}
+			case "effect-5xx", "effect-slow":
+				f.rec.MetDetail = "no effect was sent while it was active"
+			default:
+				f.rec.Met, f.rec.MetDetail = true, "applied"
+			}
+			r.saveFault(ctx, f)
+		}
+		out = append(out, f.rec)
+	}
+	return out
+}
+
+// runTarget is what faults act on (chaos.Target).
+type runTarget struct{ r *run }
+
+var _ chaos.Target = runTarget{}
+
+func (t runTarget) engineCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	// Bounded: the run's lock is held while a fault acts.
+	return context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+}
+
+// container returns the current attempt's container, or an error saying
+// there is none to act on.
+func (t runTarget) container() (string, error) {
+	if t.r.container == "" {
+		return "", errors.New("no agent container is running")
+	}
+	return t.r.container, nil
+}
+
+func (t runTarget) markProcess(detail string) {
+	if f := t.r.firing; f != nil {
+		f.rec.Met, f.rec.MetDetail = true, detail
+		t.r.killedBy[t.r.current] = f.rec.Spec
+	}
+}
+
+// KillAgent implements chaos.Process.
+func (t runTarget) KillAgent(ctx context.Context) error {
+	id, err := t.container()
+	if err != nil {
+		return err
+	}
+	eng, err := t.r.h.engine(ctx)
+	if err != nil {
+		return err
+	}
+	kctx, cancel := t.engineCtx(ctx)
+	defer cancel()
+	if err := eng.Kill(kctx, id, "SIGKILL"); err != nil {
+		return err
+	}
+	t.r.killIssued[t.r.current] = time.Now()
+	t.markProcess(fmt.Sprintf("attempt %d's container was killed", t.r.current))
+	return nil
+}
+
+// StopAgent implements chaos.Process: SIGTERM now, SIGKILL after grace (in
+// the background, so the agent may still talk to the gateway while it
+// shuts down), and the next attempt held until down has passed.
+func (t runTarget) StopAgent(ctx context.Context, grace, down time.Duration) error {
+	id, err := t.container()
+	if err != nil {
+		return err
+	}
+	eng, err := t.r.h.engine(ctx)
+	if err != nil {
+		return err
+	}
+	kctx, cancel := t.engineCtx(ctx)
+	defer cancel()
+	if err := eng.Kill(kctx, id, "SIGTERM"); err != nil {
+		return err
+	}
+	t.r.killIssued[t.r.current] = time.Now()
+	go func() {
+		select {
+		case <-time.After(grace):
+		case <-t.r.stopCh:
+		}
+		kctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = eng.Kill(kctx, id, "SIGKILL") // gone already, usually
+	}()
+	if down > 0 {
+		t.r.downUntil = t.r.clock.Add(down)
+	}
+	t.markProcess(fmt.Sprintf("attempt %d's container was stopped (SIGTERM, grace %s)", t.r.current, grace))
+	return nil
+}
+
+// PauseAgent implements chaos.Process.
+func (t runTarget) PauseAgent(ctx context.Context) error {
+	id, err := t.container()
+	if err != nil {
+		return err
+	}
+	eng, err := t.r.h.engine(ctx)
+	if err != nil {
+		return err
+	}
+	kctx, cancel := t.engineCtx(ctx)
+	defer cancel()
+	if err := eng.Pause(kctx, id); err != nil {
+		return err
+	}
+	t.r.paused = id
+	if f := t.r.firing; f != nil {
+		f.rec.Met, f.rec.MetDetail = true, fmt.Sprintf("attempt %d's container was frozen", t.r.current)
+	}
+	return nil
+}
+
+// UnpauseAgent implements chaos.Process. A container that died meanwhile
+// needs no thawing.
+func (t runTarget) UnpauseAgent(ctx context.Context) error {
+	id := t.r.paused
+	t.r.paused = ""
+	if id == "" {
+		return nil
+	}
+	eng, err := t.r.h.engine(ctx)
+	if err != nil {
+		return err
+	}
+	kctx, cancel := t.engineCtx(ctx)
+	defer cancel()
+	if err := eng.Unpause(kctx, id); err != nil && id == t.r.container {
+		return err
+	}
+	return nil
+}
+
+// CrashHarness implements chaos.Process: the harness SIGKILLs itself.
+func (t runTarget) CrashHarness(ctx context.Context) error {
+	if f := t.r.firing; f != nil {
+		f.rec.Met, f.rec.MetDetail = true, "the harness died"
+		_ = put(ctx, t.r.j, faultKey(t.r.rec.ID, f.rec.Index), f.rec)
+	}
+	return t.r.h.crash()
+}
+
+// Drop implements chaos.Network.
+func (t runTarget) Drop() { t.r.link.Drop() }
+
+// Blackhole implements chaos.Network.
+func (t runTarget) Blackhole() { t.r.link.Blackhole() }
+
+// SetLatency implements chaos.Network.
+func (t runTarget) SetLatency(d, jitter time.Duration) { t.r.link.SetLatency(d, jitter) }
+
+// Heal implements chaos.Network.
+func (t runTarget) Heal() { t.r.link.Heal() }
+
+// SetAPIVersion implements chaos.World.
+func (t runTarget) SetAPIVersion(ctx context.Context, version string) (string, error) {
+	v, ok := t.r.world.(world.Versioned)
+	if !ok {
+		return "", fmt.Errorf("world %s has no API versions", t.r.world.Name())
+	}
+	return v.SetAPIVersion(ctx, version, t.r.clock)
+}
+
+// SetEffectToxic implements chaos.World.
+func (t runTarget) SetEffectToxic(tx chaos.EffectToxic) {
+	t.r.toxic = tx
+	t.r.toxicFault = t.r.firing
+}
+
+// Jump implements chaos.Clock.
+func (t runTarget) Jump(ctx context.Context, d time.Duration) error {
+	return t.r.advanceTo(ctx, t.r.clock.Add(d), nil)
+}
+
+// faultsOf turns a run's fault records back into live fault states.
+func faultsOf(reg *chaos.Registry, recs []FaultRecord) ([]*faultState, error) {
+	out := make([]*faultState, 0, len(recs))
+	for _, fr := range recs {
+		spec, err := chaos.ParseSpec(fr.Spec)
+		if err != nil {
+			return nil, fmt.Errorf("fault %q: %w", fr.Spec, err)
+		}
+		f, err := reg.Build(spec)
+		if err != nil {
+			return nil, err
+		}
+		fs := &faultState{rec: fr, spec: spec, fault: f, phase: reg.PhaseOf(spec)}
+		if fr.Applied && spec.Duration > 0 && fr.HealedVirtual.IsZero() && fr.Error == "" {
+			// Fired and not yet healed when the harness stopped: it heals on schedule.
+			fs.active, fs.healAt = true, fr.AppliedVirtual.Add(spec.Duration)
+		}
+		out = append(out, fs)
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].rec.Index < out[j].rec.Index })
+	return out, nil
+}
