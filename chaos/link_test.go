@@ -411,6 +411,20 @@ var _ = Describe("Link", func() {
 			return got
 		}
 
+		It("lets no delayed response through when dropped", func() {
+			s := startLinkServer(chaos.LinkOptions{})
+			c := s.client()
+			s.link.SetLatency(time.Hour, 0)
+			pending := doAsync(c, http.MethodGet, "/")
+			Eventually(func() int64 { return s.link.Stats().Delayed }, 5*time.Second).Should(BeNumerically(">=", 1))
+			s.link.Drop()
+			var r result
+			Eventually(pending, 10*time.Second).Should(Receive(&r))
+			expectClosedByLink(r.err)
+			Expect(r.status).To(BeZero(), "a delayed response crossed the Drop")
+			Expect(s.link.Stats().Reset).To(BeEquivalentTo(1))
+		})
+
 		It("draws jitter from the given Rand, deterministically", func() {
 			const n = 8
 			got := drawSequence(rand.New(rand.NewPCG(42, 1)), n)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/overnight-dev/overnight/chaos"
+	"github.com/overnight-dev/overnight/sandbox"
 	"github.com/overnight-dev/overnight/scenarios/world"
 )
 
@@ -90,8 +91,7 @@ func (r *run) heal(ctx context.Context, f *faultState) {
 	if u, ok := f.fault.(chaos.Undoer); ok {
 		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		if err := u.Undo(uctx, runTarget{r}); err != nil {
-			r.log.Error("heal fault", "fault", f.rec.Spec, "err", err)
-			f.rec.Error = "heal: " + err.Error()
+			r.log.Warn("heal fault", "fault", f.rec.Spec, "err", err)
 		}
 		cancel()
 	}
@@ -476,7 +476,7 @@ func (t runTarget) UnpauseAgent(ctx context.Context) error {
 	}
 	kctx, cancel := t.engineCtx(ctx)
 	defer cancel()
-	if err := eng.Unpause(kctx, id); err != nil && id == t.r.container {
+	if err := eng.Unpause(kctx, id); err != nil && id == t.r.container && !errors.Is(err, sandbox.ErrNotFound) {
 		return err
 	}
 	return nil

@@ -299,6 +299,9 @@ func (r *run) endAttempt(ctx context.Context, n int, container string, code *int
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.current == n {
+		r.container = "" // nothing left for a fault to act on until the next attempt
+	}
 	a := &r.attempts[n-1]
 	a.EndedAt, a.ExitCode, a.End, a.StdoutBlob, a.StderrBlob = time.Now().UTC(), code, end, outHash, errHash
 	if err := put(ctx, r.j, attemptKey(r.rec.ID, n), *a); err != nil {

@@ -139,7 +139,7 @@ Exit codes: 0 pass, 1 fail, 2 unknown, 3 error.`,
 	if buildNonce != "" {
 		root.Version += " (test build " + buildNonce + ")"
 	}
-	root.AddCommand(runCmd(g), resumeCmd(g), runsCmd(g), logsCmd(g), gcCmd(g), faultsCmd(g), scenariosCmd(g))
+	root.AddCommand(runCmd(g), shrinkCmd(g), resumeCmd(g), runsCmd(g), logsCmd(g), gcCmd(g), faultsCmd(g), scenariosCmd(g))
 
 	err := root.Execute()
 	if err == nil {
@@ -236,12 +236,18 @@ func runCmd(g *globals) *cobra.Command {
 		output      string
 		timeout     time.Duration
 		maxAttempts int
+		chaosMode   string
+		chaosCount  int
+		replay      string
 	)
 	cmd := &cobra.Command{
 		Use:   "run SCENARIO",
 		Short: "Run a scenario (a built-in name or a scenario file) and judge it",
 		Example: `  overnight run deploy --seed 1 --fault kill@step:3 --output json
   overnight run deploy --agent naive --fault kill@step:3
+  overnight run week --seed 42
+  overnight run deploy --chaos random --seed 7
+  overnight run deploy --replay-faults <run-id>
   overnight run ./my-scenario.yaml`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -253,15 +259,37 @@ func runCmd(g *globals) *cobra.Command {
 			if cmd.Flags().Changed("seed") {
 				req.Seed = &seed
 			}
+			sources := 0
 			if cmd.Flags().Changed("fault") {
+				sources++
 				req.Faults = []chaos.Spec{}
 				for _, t := range faultTexts {
+					if t == "" {
+						continue // --fault '' : explicitly no faults
+					}
 					s, err := chaos.ParseSpec(t)
 					if err != nil {
 						return &codeError{exitError, fmt.Errorf("--fault: %w", err)}
 					}
 					req.Faults = append(req.Faults, s)
 				}
+			}
+			if chaosMode != "" {
+				sources++
+				if chaosMode != "random" {
+					return &codeError{exitError, fmt.Errorf("--chaos %q: the only mode is random", chaosMode)}
+				}
+				if chaosCount < 1 || chaosCount > 100 {
+					return &codeError{exitError, fmt.Errorf("--chaos-faults %d: want 1..100", chaosCount)}
+				}
+				req.RandomFaults = chaosCount
+			}
+			if replay != "" {
+				sources++
+				req.ReplayFaults = replay
+			}
+			if sources > 1 {
+				return &codeError{exitError, errors.New("--fault, --chaos and --replay-faults each give the whole schedule: use one")}
 			}
 			if timeout < 0 {
 				return &codeError{exitError, fmt.Errorf("--timeout %s: want a positive duration", timeout)}
@@ -291,6 +319,9 @@ func runCmd(g *globals) *cobra.Command {
 	f := cmd.Flags()
 	f.Int64Var(&seed, "seed", 0, "seed for every random choice; without it, the scenario's seed, else 1")
 	f.StringArrayVarP(&faultTexts, "fault", "f", nil, "fault KIND[:ARG]@TRIGGER[/DURATION], repeatable; replaces the scenario's list (catalog: overnight faults)")
+	f.StringVar(&chaosMode, "chaos", "", "random: draw the schedule from the seed (kinds the run can reach, never harness-crash); replaces the scenario's faults")
+	f.IntVar(&chaosCount, "chaos-faults", 5, "how many faults --chaos random draws")
+	f.StringVar(&replay, "replay-faults", "", "re-apply the fault log of an earlier run exactly, instead of drawing again")
 	f.StringVar(&agentName, "agent", "", "agent variant from the scenario's agents (default: its agent)")
 	outputFlag(cmd, &output)
 	f.DurationVar(&timeout, "timeout", 0, "wall-clock limit (default: the scenario's)")
@@ -466,18 +497,34 @@ func faultsCmd(g *globals) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			kinds := chaos.Default().Kinds()
 			if output == "json" {
-				return writeJSON(g.stdout, map[string]any{"faults": kinds})
+				type entry struct {
+					chaos.Kind
+					DurationRule string `json:"duration"`
+				}
+				list := make([]entry, len(kinds))
+				for i, k := range kinds {
+					list[i] = entry{k, k.DurationText()}
+				}
+				return writeJSON(g.stdout, map[string]any{"faults": list})
 			}
 			fmt.Fprintln(g.stdout, "Fault syntax: KIND[:ARG]@TRIGGER[/DURATION]")
+			fmt.Fprintln(g.stdout, "Triggers: step:N, effect:N[:before|after], llm:N, t:DURATION, every:DURATION, rate:R/DURATION")
+			fmt.Fprintln(g.stdout, "Durations are virtual time: Go durations plus d (24h). effect:N without a phase lands where the kind says (for most, after the world acted and before the result is journaled).")
+			group := ""
 			for _, k := range kinds {
+				if k.Group != group {
+					group = k.Group
+					fmt.Fprintf(g.stdout, "\n== %s\n", group)
+				}
 				var trig []string
 				for _, t := range k.Triggers {
 					trig = append(trig, string(t))
 				}
-				fmt.Fprintf(g.stdout, "\n%s  (triggers: %s)\n  %s\n", k.Name, strings.Join(trig, ", "), k.Summary)
-				if k.Example != "" {
-					fmt.Fprintf(g.stdout, "  example: %s\n", k.Example)
+				fmt.Fprintf(g.stdout, "\n%s\n  %s\n  triggers: %s; /DURATION: %s\n", k.Name, k.Summary, strings.Join(trig, ", "), k.DurationText())
+				if k.Arg != "" {
+					fmt.Fprintf(g.stdout, "  ARG: %s\n", k.Arg)
 				}
+				fmt.Fprintf(g.stdout, "  example: %s\n", k.Example)
 			}
 			return nil
 		},
@@ -523,6 +570,56 @@ func scenariosCmd(g *globals) *cobra.Command {
 			return nil
 		},
 	}
+	outputFlag(cmd, &output)
+	return cmd
+}
+
+func shrinkCmd(g *globals) *cobra.Command {
+	var output string
+	var maxRuns int
+	cmd := &cobra.Command{
+		Use:   "shrink RUN",
+		Short: "Find the smallest fault schedule that still fails the way RUN failed",
+		Long: `shrink re-runs the scenario of a failed run with smaller fault schedules —
+dropping faults (delta debugging), then shortening them and moving them
+earlier — until nothing smaller fails the same way, and prints the smallest
+schedule with the command that reproduces it. Every candidate is a real run
+in the same state dir. Exit 0 when a reproducer was found.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if maxRuns < 1 {
+				return &codeError{exitError, fmt.Errorf("--max-runs %d: want at least 1", maxRuns)}
+			}
+			ctx, stop := g.interruptible()
+			defer stop()
+			h, err := g.openExisting(ctx, false)
+			if err != nil {
+				return &codeError{exitError, err}
+			}
+			defer h.Close()
+			req := harness.ShrinkRequest{RunID: args[0], MaxRuns: maxRuns}
+			if !g.quiet {
+				req.Progress = func(line string) { fmt.Fprintln(g.stderr, line) }
+			}
+			res, err := h.Shrink(ctx, req)
+			if errors.Is(err, harness.ErrNotFailing) {
+				return &codeError{exitUnknown, err}
+			}
+			if err != nil {
+				return &codeError{exitError, err}
+			}
+			if output == "json" {
+				return writeJSON(g.stdout, res)
+			}
+			fmt.Fprintf(g.stdout, "run %s fails on %s with %d fault(s):\n", res.Original, res.Invariant, len(res.Faults))
+			for _, f := range res.Faults {
+				fmt.Fprintf(g.stdout, "  %s\n", f)
+			}
+			fmt.Fprintf(g.stdout, "reproducer: run %s (%d runs tried)\n  %s\n", res.RunID, res.RunsTried, res.Command)
+			return nil
+		},
+	}
+	cmd.Flags().IntVar(&maxRuns, "max-runs", 60, "stop after this many candidate runs (the smallest failing schedule so far is printed)")
 	outputFlag(cmd, &output)
 	return cmd
 }

@@ -25,6 +25,8 @@ type deployState struct {
 	Migrated   int    `json:"migrated,omitempty"`
 	Endpoint   string `json:"endpoint,omitempty"`
 	DNS        string `json:"dns,omitempty"`
+	// API is what the deployer learned of the world's API from its errors.
+	API apiKnowledge `json:"api,omitzero"`
 }
 
 // deploySteps is the number of steps of a deployment.
@@ -91,26 +93,13 @@ func deploy(ctx context.Context, c *agent.Client, naive bool, delay time.Duratio
 	if step > 0 {
 		_ = c.Event(ctx, "progress", fmt.Sprintf("resumed after step %d", step), nil)
 	}
-	effect := func(kind string, args any) (json.RawMessage, error) {
-		var res protocol.EffectResult
-		var err error
-		if naive {
-			res, err = c.EffectUnkeyed(ctx, kind, args)
-		} else {
-			res, err = c.Effect(ctx, kind, args)
-		}
+	ad := &adapter{c: c, naive: naive, api: &st.API}
+	effect := func(kind string, args map[string]any) (json.RawMessage, error) {
+		out, err := ad.act(ctx, kind, args)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", kind, err)
+			return nil, err
 		}
-		if res.Status != protocol.StatusDone {
-			msg := res.Status
-			if res.Error != nil {
-				msg = fmt.Sprintf("%s: %s (%s)", res.Status, res.Error.Message, res.Error.Code)
-			}
-			_ = c.Event(ctx, "error", kind+": "+msg, res.Error)
-			return nil, fmt.Errorf("%s: %s", kind, msg)
-		}
-		return res.Result, nil
+		return json.Marshal(out)
 	}
 	for step < deploySteps {
 		next := step + 1

@@ -1,0 +1,171 @@
+package agents
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+
+	"github.com/overnight-dev/overnight/harness/protocol"
+	"github.com/overnight-dev/overnight/sandbox/agent"
+	"github.com/overnight-dev/overnight/scenarios/cloud"
+)
+
+// adapter sends an agent's effects and adapts them when the world's API
+// changes, learning only from the world's own errors (their details). The
+// example agents keep what it learned in their checkpoints.
+type adapter struct {
+	c     *agent.Client
+	naive bool // send effects without keys
+	api   *apiKnowledge
+}
+
+// apiKnowledge is what an agent learned of the world's API from its errors.
+type apiKnowledge struct {
+	Renamed  map[string]string         `json:"renamed,omitempty"`  // argument -> its new name
+	Extra    map[string]map[string]any `json:"extra,omitempty"`    // kind -> arguments it now requires
+	Replaced map[string]string         `json:"replaced,omitempty"` // kind -> the kind that replaces it
+	Key      string                    `json:"api_key,omitempty"`
+	KeyField string                    `json:"key_field,omitempty"`
+}
+
+// act sends an effect, retrying transient failures and correcting it by
+// what the world's refusals say until it is done (a bounded number of
+// times). Each correction is a new effect with a new key.
+func (m *adapter) act(ctx context.Context, kind string, args map[string]any) (map[string]any, error) {
+	for try := 0; try < 8; try++ {
+		k, a := m.api.apply(kind, args)
+		var res protocol.EffectResult
+		var err error
+		if m.naive {
+			res, err = m.c.EffectUnkeyed(ctx, k, a)
+		} else {
+			res, err = m.c.Effect(ctx, k, a)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", k, err)
+		}
+		if res.Status == protocol.StatusDone {
+			var out map[string]any
+			if err := json.Unmarshal(res.Result, &out); err != nil {
+				return nil, fmt.Errorf("%s: decode result: %w", k, err)
+			}
+			return out, nil
+		}
+		if res.Error == nil {
+			return nil, fmt.Errorf("%s: %s", k, res.Status)
+		}
+		_ = m.c.Event(ctx, "error", fmt.Sprintf("%s: %s (%s)", k, res.Error.Message, res.Error.Code), res.Error)
+		if res.Error.Transient {
+			continue // the world never acted: send it again
+		}
+		learned, err := m.learn(ctx, kind, res.Error)
+		if err != nil {
+			return nil, err
+		}
+		if !learned {
+			return nil, fmt.Errorf("%s: %s (%s)", k, res.Error.Message, res.Error.Code)
+		}
+		_ = m.c.Event(ctx, "adapt", fmt.Sprintf("%s: adapted to %s", k, res.Error.Code), m.api)
+	}
+	return nil, fmt.Errorf("%s: still refused after 8 corrections", kind)
+}
+
+// learn updates what the maintainer knows of the API from a refusal, and
+// reports whether a corrected request is worth sending.
+func (m *adapter) learn(ctx context.Context, kind string, e *protocol.EffectError) (bool, error) {
+	var d struct {
+		Renamed     map[string]string `json:"renamed"`
+		Required    []string          `json:"required"`
+		Example     map[string]any    `json:"example"`
+		Replacement string            `json:"replacement"`
+		Obtain      string            `json:"obtain"`
+		Field       string            `json:"field"`
+	}
+	if len(e.Details) == 0 || json.Unmarshal(e.Details, &d) != nil {
+		return false, nil
+	}
+	api := m.api
+	switch e.Code {
+	case cloud.CodeFieldRenamed:
+		if len(d.Renamed) == 0 {
+			return false, nil
+		}
+		if api.Renamed == nil {
+			api.Renamed = map[string]string{}
+		}
+		for from, to := range d.Renamed {
+			api.Renamed[from] = to
+		}
+	case cloud.CodeMissingField:
+		if len(d.Example) == 0 {
+			return false, nil
+		}
+		if api.Extra == nil {
+			api.Extra = map[string]map[string]any{}
+		}
+		if api.Extra[kind] == nil {
+			api.Extra[kind] = map[string]any{}
+		}
+		for k, v := range d.Example {
+			api.Extra[kind][k] = v
+		}
+	case cloud.CodeGone:
+		if d.Replacement == "" {
+			return false, nil
+		}
+		if api.Replaced == nil {
+			api.Replaced = map[string]string{}
+		}
+		api.Replaced[kind] = d.Replacement
+	case cloud.CodeUnauthorized:
+		if d.Obtain == "" || d.Field == "" {
+			return false, nil
+		}
+		var res protocol.EffectResult
+		var err error
+		if m.naive {
+			res, err = m.c.EffectUnkeyed(ctx, d.Obtain, map[string]any{})
+		} else {
+			res, err = m.c.Effect(ctx, d.Obtain, map[string]any{})
+		}
+		if err != nil || res.Status != protocol.StatusDone {
+			return false, fmt.Errorf("obtain credentials with %s: %v %v", d.Obtain, err, res.Error)
+		}
+		var out map[string]string
+		if err := json.Unmarshal(res.Result, &out); err != nil || out[d.Field] == "" {
+			return false, fmt.Errorf("obtain credentials with %s: no %s in %s", d.Obtain, d.Field, res.Result)
+		}
+		api.Key, api.KeyField = out[d.Field], d.Field
+	default:
+		return false, nil
+	}
+	return true, nil
+}
+
+// apply rewrites a request by what is known of the API.
+func (k apiKnowledge) apply(kind string, args map[string]any) (string, map[string]any) {
+	if r, ok := k.Replaced[kind]; ok {
+		kind = r
+	}
+	out := make(map[string]any, len(args)+2)
+	keys := make([]string, 0, len(args))
+	for key := range args {
+		keys = append(keys, key)
+	}
+	sort.Strings(keys)
+	for _, key := range keys {
+		name := key
+		if to, ok := k.Renamed[key]; ok {
+			name = to
+		}
+		out[name] = args[key]
+	}
+	for key, v := range k.Extra[kind] {
+		out[key] = v
+	}
+	if k.Key != "" {
+		out[k.KeyField] = k.Key
+	}
+	return kind, out
+}
