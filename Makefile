@@ -20,9 +20,10 @@ build: ## build the static overnight binary into bin/
 test: ## run every test (needs a running Docker engine; .ci/run starts one)
 	$(GO) test -count=1 -timeout 30m ./...
 
-bench: ## measure the journal, the gateway and sandbox cold start (figures go in README)
+bench: ## measure the journal, the gateway, the week's wall time, kill recovery and sandbox cold start
 	$(GO) test -run '^$$' -bench . -benchtime 20000x ./harness/journal
 	$(GO) test -run '^$$' -bench Effect -benchtime 2000x ./harness
+	$(GO) test -run '^$$' -bench 'Week|KillRecovery' -benchtime 3x ./harness
 	$(GO) test -run '^$$' -bench ColdStart -benchtime 20x ./sandbox
 
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2

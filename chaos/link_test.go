@@ -42,7 +42,14 @@ func TestLinkHelperProcess(t *testing.T) {
 		os.Exit(2)
 	}
 	defer ln.Close()
-	time.Sleep(time.Minute) // bounded: the spec kills it long before
+	// Bounded: the spec kills it long before; and it goes when its parent does.
+	parent := os.Getppid()
+	for range 600 {
+		if os.Getppid() != parent {
+			os.Exit(4)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	os.Exit(3)
 }
 
@@ -162,6 +169,17 @@ func doAsync(c *http.Client, method, path string) chan result {
 	ch := make(chan result, 1)
 	go func() { ch <- do(c, method, path) }()
 	return ch
+}
+
+// closeWithin closes link and asserts Close returned within d (it waits for the link's
+// goroutines, so a leak would show as a hang).
+func closeWithin(link *chaos.Link, d time.Duration) {
+	GinkgoHelper()
+	done := make(chan error, 1)
+	go func() { done <- link.Close() }()
+	var err error
+	Eventually(done, d).Should(Receive(&err), "Close did not return")
+	Expect(err).NotTo(HaveOccurred())
 }
 
 func expectWorks(c *http.Client) {
@@ -542,8 +560,8 @@ var _ = Describe("Link", func() {
 			s.link.SetLatency(0, 0) // is Heal
 			Expect(s.link.State()).To(Equal("up"))
 
-			Expect(s.link.Close()).To(Succeed())
-			Expect(s.link.Close()).To(Succeed())
+			closeWithin(s.link, 5*time.Second)
+			closeWithin(s.link, 5*time.Second)
 			Expect(s.link.State()).To(Equal("closed"))
 			_, err := s.link.Accept()
 			Expect(errors.Is(err, net.ErrClosed)).To(BeTrue(), "got %v", err)
@@ -581,7 +599,7 @@ var _ = Describe("Link", func() {
 			s := startLinkServer(chaos.LinkOptions{})
 			expectWorks(s.client())
 			s.link.Drop()
-			Expect(s.link.Close()).To(Succeed())
+			closeWithin(s.link, 5*time.Second)
 			Eventually(s.served, 5*time.Second).Should(BeClosed())
 			Expect(errors.Is(s.serveErr, net.ErrClosed)).To(BeTrue(), "Serve returned %v", s.serveErr)
 			_, err := os.Lstat(s.path)
@@ -594,7 +612,7 @@ var _ = Describe("Link", func() {
 			s.link.Blackhole()
 			pending := doAsync(c, http.MethodGet, "/")
 			Eventually(func() int64 { return s.link.Stats().Blackholed }, 5*time.Second).Should(BeEquivalentTo(1))
-			Expect(s.link.Close()).To(Succeed())
+			closeWithin(s.link, 5*time.Second)
 			Eventually(s.served, 5*time.Second).Should(BeClosed())
 			Expect(errors.Is(s.serveErr, net.ErrClosed)).To(BeTrue(), "Serve returned %v", s.serveErr)
 			var r result
@@ -609,7 +627,7 @@ var _ = Describe("Link", func() {
 			s.link.SetLatency(time.Hour, 0)
 			pending := doAsync(c, http.MethodGet, "/")
 			Eventually(func() int64 { return s.link.Stats().Delayed }, 5*time.Second).Should(BeNumerically(">=", 1))
-			Expect(s.link.Close()).To(Succeed())
+			closeWithin(s.link, 5*time.Second)
 			var r result
 			Eventually(pending, 10*time.Second).Should(Receive(&r))
 			expectClosedByLink(r.err)

@@ -95,6 +95,11 @@ func deploy() *scenarios.Scenario { return deployWith("") }
 func deployWith(variants string) *scenarios.Scenario {
 	raw, ok := builtin.Lookup("deploy")
 	Expect(ok).To(BeTrue())
+	if variants == "" {
+		s, err := scenarios.Parse("builtin:deploy", raw)
+		Expect(err).NotTo(HaveOccurred())
+		return s
+	}
 	text := strings.Replace(string(raw), "\nagents:\n", "\nagents:\n"+variants, 1)
 	s, err := scenarios.Parse("deploy-test.yaml", []byte(text))
 	Expect(err).NotTo(HaveOccurred())

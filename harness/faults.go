@@ -398,10 +398,11 @@ func (t runTarget) KillAgent(ctx context.Context) error {
 	}
 	kctx, cancel := t.engineCtx(ctx)
 	defer cancel()
+	t.r.killIssued[t.r.current] = time.Now()
 	if err := eng.Kill(kctx, id, "SIGKILL"); err != nil {
+		delete(t.r.killIssued, t.r.current)
 		return err
 	}
-	t.r.killIssued[t.r.current] = time.Now()
 	t.markProcess(fmt.Sprintf("attempt %d's container was killed", t.r.current))
 	return nil
 }
@@ -420,10 +421,11 @@ func (t runTarget) StopAgent(ctx context.Context, grace, down time.Duration) err
 	}
 	kctx, cancel := t.engineCtx(ctx)
 	defer cancel()
+	t.r.killIssued[t.r.current] = time.Now()
 	if err := eng.Kill(kctx, id, "SIGTERM"); err != nil {
+		delete(t.r.killIssued, t.r.current)
 		return err
 	}
-	t.r.killIssued[t.r.current] = time.Now()
 	go func() {
 		select {
 		case <-time.After(grace):

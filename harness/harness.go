@@ -846,6 +846,15 @@ func (h *Harness) summary(r RunRecord) RunSummary {
 		Verdict: r.Verdict, StartedAt: r.StartedAt, Attempts: r.Attempts, Reason: r.Reason}
 }
 
+// Attempts returns a run's attempt records: containers, how each ended,
+// and the timings of fault kills and recoveries.
+func (h *Harness) Attempts(runID string) ([]AttemptRecord, error) {
+	if _, err := h.runRecord(runID); err != nil {
+		return nil, err
+	}
+	return scan[AttemptRecord](h.j, runPrefix(prefixAttempt, runID))
+}
+
 // AttemptLog is one attempt's kept output.
 type AttemptLog struct {
 	Attempt   int       `json:"attempt"`

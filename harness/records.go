@@ -69,6 +69,12 @@ type AttemptRecord struct {
 	End        string    `json:"end,omitempty"` // why it ended: exited, killed by fault, reaped, timeout, interrupted
 	StdoutBlob string    `json:"stdout_blob,omitempty"`
 	StderrBlob string    `json:"stderr_blob,omitempty"`
+	// Timings of a fault's kill (wall clock): when it was issued, when the
+	// container was seen dead; and when the attempt first read its
+	// checkpoint (how fast it got back to work).
+	KillIssuedAt   time.Time `json:"kill_issued_at,omitzero"`
+	ExitedAt       time.Time `json:"exited_at,omitzero"`
+	FirstResumedAt time.Time `json:"first_resumed_at,omitzero"`
 }
 
 // EventRecord is one entry of the run's trajectory.

@@ -38,10 +38,16 @@ func newToken() (string, error) {
 	return hex.EncodeToString(b), nil
 }
 
-// backoff before attempt n (n >= 2): 100ms, 200ms, 400ms, ... capped at 2s.
-func backoff(n int) time.Duration {
+// backoff before the next attempt, given how many attempts in a row ended
+// without a new checkpoint: none after an attempt that made progress (a
+// fault killed a working agent: recovery should be fast), then 100ms,
+// 200ms, 400ms, ... capped at 2s for a crash loop.
+func backoff(stalled int) time.Duration {
+	if stalled <= 0 {
+		return 0
+	}
 	d := 100 * time.Millisecond
-	for i := 2; i < n && d < 2*time.Second; i++ {
+	for i := 1; i < stalled && d < 2*time.Second; i++ {
 		d *= 2
 	}
 	return min(d, 2*time.Second)
@@ -55,10 +61,13 @@ func (r *run) supervise(ctx context.Context, spec sandboxPlan) (endState, error)
 	if err != nil {
 		return endState{}, err
 	}
+	stalled := 0
+	defer r.removals.Wait()
 	for {
 		r.mu.Lock()
 		n := len(r.attempts) + 1
 		done := r.done != nil
+		seqBefore := r.cp.Seq
 		r.mu.Unlock()
 		if done {
 			return endState{reason: "the agent reported done"}, nil
@@ -77,7 +86,7 @@ func (r *run) supervise(ctx context.Context, spec sandboxPlan) (endState, error)
 			select {
 			case <-ctx.Done():
 				return r.stopped(ctx)
-			case <-time.After(backoff(n)):
+			case <-time.After(backoff(stalled)):
 			}
 		}
 		if err := r.holdDown(ctx); err != nil {
@@ -88,6 +97,14 @@ func (r *run) supervise(ctx context.Context, spec sandboxPlan) (endState, error)
 				return r.stopped(ctx)
 			}
 			return endState{}, err
+		}
+		r.mu.Lock()
+		progressed := r.cp.Seq > seqBefore
+		r.mu.Unlock()
+		if progressed {
+			stalled = 0
+		} else {
+			stalled++
 		}
 		if ctx.Err() != nil {
 			return r.stopped(ctx)
@@ -243,9 +260,22 @@ func (r *run) attempt(ctx context.Context, eng *sandbox.Engine, n int, plan sand
 		end = "killed by fault " + f
 	}
 	r.mu.Unlock()
+	exitedAt := time.Now().UTC()
+	r.mu.Lock()
+	r.attempts[n-1].ExitedAt = exitedAt
+	if t, ok := r.killIssued[n]; ok {
+		r.attempts[n-1].KillIssuedAt = t.UTC()
+	}
+	r.mu.Unlock()
 	code := w.code
 	r.endAttempt(ctx, n, sb.ID, &code, end, eng)
-	cleanup()
+	// Its logs are kept; the dead container goes in the background so the
+	// next attempt need not wait for it (supervise waits before returning).
+	r.removals.Add(1)
+	go func() {
+		defer r.removals.Done()
+		cleanup()
+	}()
 	r.h.progress("attempt %d ended: %s (exit code %d)", n, end, code)
 	return nil
 }

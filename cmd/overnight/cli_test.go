@@ -279,6 +279,23 @@ var _ = Describe("Ctrl-C", func() {
 	}, SpecTimeout(3*time.Minute))
 })
 
+var _ = Describe("harness-crash at the hardest point", func() {
+	It("dies after the world acted and before the result is journaled; resume reconciles the effect, nothing runs twice", func(ctx SpecContext) {
+		state := stateDir()
+		o := overnight(ctx, state, nil, "run", "deploy", "--fault", "harness-crash@effect:3", "-o", "json", "-q")
+		Expect(o.code).To(Equal(128+int(syscall.SIGKILL)), o.stderr)
+		runID := strings.TrimPrefix(strings.SplitN(o.stderr, "\n", 2)[0], "run ")
+		r := overnight(ctx, state, nil, "resume", runID, "-o", "json", "-q")
+		Expect(r.code).To(Equal(0), r.stderr)
+		res := decodeResult(r.stdout)
+		Expect(res.Verdict).To(Equal("pass"), res.Reason)
+		Expect(res.Effects.Executed).To(Equal(5), "the world acted once per effect")
+		Expect(res.Effects.Deduplicated).To(Equal(1), "effect 3, reconciled with the world, is answered from the journal")
+		Expect(res.Effects.Duplicates).To(Equal(0))
+		Expect(res.Faults[0].Met).To(BeTrue())
+	}, SpecTimeout(3*time.Minute))
+})
+
 var _ = Describe("bad input", func() {
 	It("exits 3 with file:line:column for a malformed scenario file", func(ctx SpecContext) {
 		file := filepath.Join(GinkgoT().TempDir(), "bad.yaml")

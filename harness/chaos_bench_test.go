@@ -1,0 +1,140 @@
+package harness_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/overnight-dev/overnight/chaos"
+	"github.com/overnight-dev/overnight/harness"
+	"github.com/overnight-dev/overnight/harness/harnesstest"
+	"github.com/overnight-dev/overnight/sandbox"
+	"github.com/overnight-dev/overnight/scenarios"
+	"github.com/overnight-dev/overnight/scenarios/builtin"
+)
+
+// benchHarness builds the overnight binary and opens a harness on a fresh
+// state dir against the real engine; cleanup removes what it made.
+func benchHarness(b *testing.B) (*harness.Harness, func()) {
+	b.Helper()
+	ctx := context.Background()
+	dir := b.TempDir()
+	bin := filepath.Join(dir, "overnight")
+	if err := harnesstest.Build(ctx, "./cmd/overnight", bin, fmt.Sprintf("bench-%d", time.Now().UnixNano())); err != nil {
+		b.Fatal(err)
+	}
+	api, err := sandbox.Connect(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	state := filepath.Join(dir, "state")
+	h, err := harness.Open(ctx, harness.Options{StateDir: state, InitBinary: bin, Docker: api})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return h, func() {
+		_ = h.Close()
+		harnesstest.Leftovers(ctx, api, state)
+		eng := sandbox.New(api, sandbox.Options{})
+		if ref, err := eng.ImageRef(ctx, sandbox.ImageSpec{InitBinary: bin}); err == nil {
+			_ = eng.RemoveImage(ctx, ref)
+		}
+		_ = os.RemoveAll(dir)
+	}
+}
+
+func builtinScenario(b *testing.B, name string) *scenarios.Scenario {
+	raw, ok := builtin.Lookup(name)
+	if !ok {
+		b.Fatalf("no built-in scenario %s", name)
+	}
+	s, err := scenarios.Parse("builtin:"+name, raw)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return s
+}
+
+// BenchmarkWeek measures the wall time of `overnight run week --seed 42`:
+// 7 virtual days with 3 restarts, 2 outages and an API change.
+//
+//	go test -run '^$' -bench Week -benchtime 3x ./harness
+func BenchmarkWeek(b *testing.B) {
+	h, done := benchHarness(b)
+	defer done()
+	ctx := context.Background()
+	seed := int64(42)
+	// Warm up: the sandbox image is built once per binary.
+	if _, err := h.Run(ctx, harness.RunRequest{Scenario: builtinScenario(b, "deploy")}); err != nil {
+		b.Fatal(err)
+	}
+	var walls []time.Duration
+	var virtual time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		start := time.Now()
+		res, err := h.Run(ctx, harness.RunRequest{Scenario: builtinScenario(b, "week"), Seed: &seed})
+		walls = append(walls, time.Since(start))
+		if err != nil || res.Verdict != harness.VerdictPass {
+			b.Fatalf("week: %v %+v", err, res)
+		}
+		virtual = time.Duration(res.VirtualMS) * time.Millisecond
+	}
+	b.StopTimer()
+	sort.Slice(walls, func(i, j int) bool { return walls[i] < walls[j] })
+	p50 := walls[len(walls)/2]
+	b.ReportMetric(float64(p50.Milliseconds()), "wall-p50-ms")
+	b.ReportMetric(float64(virtual)/float64(p50), "compression-x")
+}
+
+// BenchmarkKillRecovery measures, over every kill of a week with a kill
+// every 8 virtual hours (about 20 kills a run): the time from the fault's
+// SIGKILL to the container seen dead, and from then to the new attempt's
+// first checkpoint read.
+//
+//	go test -run '^$' -bench KillRecovery -benchtime 1x ./harness
+func BenchmarkKillRecovery(b *testing.B) {
+	h, done := benchHarness(b)
+	defer done()
+	ctx := context.Background()
+	spec, err := chaos.ParseSpec("kill@every:8h")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var toDead, toResume []time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		res, err := h.Run(ctx, harness.RunRequest{Scenario: builtinScenario(b, "week"), Faults: []chaos.Spec{spec}, MaxAttempts: 100})
+		if err != nil {
+			b.Fatal(err)
+		}
+		atts, err := h.Attempts(res.RunID)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for j, a := range atts {
+			if a.KillIssuedAt.IsZero() || a.ExitedAt.IsZero() {
+				continue
+			}
+			toDead = append(toDead, a.ExitedAt.Sub(a.KillIssuedAt))
+			if j+1 < len(atts) && !atts[j+1].FirstResumedAt.IsZero() {
+				toResume = append(toResume, atts[j+1].FirstResumedAt.Sub(a.ExitedAt))
+			}
+		}
+	}
+	b.StopTimer()
+	if len(toDead) < 20 {
+		b.Fatalf("only %d kills measured; want at least 20", len(toDead))
+	}
+	p50 := func(d []time.Duration) time.Duration {
+		sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+		return d[len(d)/2]
+	}
+	b.ReportMetric(float64(len(toDead)), "kills")
+	b.ReportMetric(float64(p50(toDead).Microseconds())/1000, "kill-to-dead-p50-ms")
+	b.ReportMetric(float64(p50(toResume).Microseconds())/1000, "dead-to-resumed-p50-ms")
+}

@@ -1,0 +1,205 @@
+package harness_test
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/overnight-dev/overnight/harness"
+	"github.com/overnight-dev/overnight/harness/harnesstest"
+	"github.com/overnight-dev/overnight/scenarios"
+	"github.com/overnight-dev/overnight/scenarios/builtin"
+)
+
+func week() *scenarios.Scenario {
+	raw, ok := builtin.Lookup("week")
+	Expect(ok).To(BeTrue())
+	s, err := scenarios.Parse("builtin:week", raw)
+	Expect(err).NotTo(HaveOccurred())
+	return s
+}
+
+func faultResult(res *harness.Result, kind string) harness.FaultResult {
+	for _, f := range res.Faults {
+		if f.Kind == kind {
+			return f
+		}
+	}
+	Fail("no fault of kind " + kind + " in the result")
+	return harness.FaultResult{}
+}
+
+var _ = Describe("every fault kind against the real engine and real connections", func() {
+	DescribeTable("the well-behaved deployer survives it, and really meets it",
+		func(ctx SpecContext, spec string, attempts int, check func(*harness.Result, []harness.AttemptLog)) {
+			h := newHarness(ctx, nil)
+			res, err := h.Run(ctx, harness.RunRequest{Scenario: deploy(), Faults: faults(spec)})
+			Expect(err).NotTo(HaveOccurred())
+			Expect(res.Verdict).To(Equal(harness.VerdictPass), "%s\n%+v\n%+v", res.Reason, res.Invariants, res.Faults)
+			Expect(res.Faults).To(HaveLen(1))
+			Expect(res.Faults[0].Applied).To(BeTrue())
+			Expect(res.Faults[0].Met).To(BeTrue(), res.Faults[0].MetDetail)
+			Expect(res.Attempts).To(Equal(attempts))
+			Expect(res.Effects.Duplicates).To(Equal(0))
+			logs, err := h.Logs(res.RunID)
+			Expect(err).NotTo(HaveOccurred())
+			if check != nil {
+				check(res, logs)
+			}
+		},
+		Entry("stop: SIGTERM, a new attempt", "stop:2s@step:2", 2, func(res *harness.Result, logs []harness.AttemptLog) {
+			Expect(logs[0].End).To(Equal("killed by fault stop:2s@step:2"))
+		}, SpecTimeout(2*time.Minute)),
+		Entry("stop with a down window: the next attempt waits it out in virtual time", "stop:2s@step:2/3h", 2, func(res *harness.Result, _ []harness.AttemptLog) {
+			Expect(res.VirtualMS).To(BeNumerically(">=", (3 * time.Hour).Milliseconds()))
+		}, SpecTimeout(2*time.Minute)),
+		Entry("restart", "restart@step:3", 2, nil, SpecTimeout(2*time.Minute)),
+		Entry("pause: frozen, thawed when its virtual duration is over", "pause@step:2/30m", 1, func(res *harness.Result, _ []harness.AttemptLog) {
+			Expect(res.Faults[0].MetDetail).To(ContainSubstring("frozen"))
+			Expect(*res.Faults[0].HealedVirtualMS - *res.Faults[0].AppliedVirtualMS).To(Equal((30 * time.Minute).Milliseconds()))
+		}, SpecTimeout(2*time.Minute)),
+		Entry("netdrop: the link drops, heals while the agent retries", "netdrop@step:2/1h", 1, func(res *harness.Result, _ []harness.AttemptLog) {
+			Expect(res.VirtualMS).To(BeNumerically(">=", time.Hour.Milliseconds()))
+		}, SpecTimeout(2*time.Minute)),
+		Entry("netdrop landing mid-effect", "netdrop@effect:3/20m", 1, nil, SpecTimeout(2*time.Minute)),
+		Entry("blackhole: swallowed connections are reset, the agent retries", "blackhole@step:2/1h", 1, nil, SpecTimeout(2*time.Minute)),
+		Entry("latency: responses are slower", "latency:150ms@step:1/1h", 1, func(res *harness.Result, _ []harness.AttemptLog) {
+			Expect(res.Faults[0].MetDetail).To(MatchRegexp(`[1-9][0-9]* of the agent's connections or responses were hit`))
+			Expect(res.WallMS).To(BeNumerically(">=", 150))
+		}, SpecTimeout(2*time.Minute)),
+		Entry("api-version: the agent adapts by reading the world's errors", "api-version:v2@step:2", 1, nil, SpecTimeout(2*time.Minute)),
+		Entry("effect-5xx: a transient failure the agent retries", "effect-5xx@effect:2", 1, func(res *harness.Result, _ []harness.AttemptLog) {
+			Expect(res.Effects.Executed).To(Equal(5), "the failed effect never reached the world")
+		}, SpecTimeout(2*time.Minute)),
+		Entry("effect-slow", "effect-slow:300ms@effect:2", 1, func(res *harness.Result, _ []harness.AttemptLog) {
+			Expect(res.WallMS).To(BeNumerically(">=", 300))
+		}, SpecTimeout(2*time.Minute)),
+		Entry("clock-jump", "clock-jump:6h@step:2", 1, func(res *harness.Result, _ []harness.AttemptLog) {
+			Expect(res.VirtualMS).To(Equal((6 * time.Hour).Milliseconds()))
+		}, SpecTimeout(2*time.Minute)),
+		Entry("kill landing after the world acted, before the result is journaled", "kill@effect:3", 2, func(res *harness.Result, _ []harness.AttemptLog) {
+			Expect(res.Effects.Executed).To(Equal(5))
+			Expect(res.Effects.Deduplicated).To(Equal(1), "the repeat of effect 3 is answered from the journal")
+		}, SpecTimeout(2*time.Minute)),
+	)
+
+	It("fails an agent that does not retry a transient failure? no: the naive agent meets effect-5xx and the verdict says what happened", func(ctx SpecContext) {
+		h := newHarness(ctx, nil)
+		res, err := h.Run(ctx, harness.RunRequest{Scenario: deploy(), Agent: "naive", Faults: faults("effect-5xx@effect:2")})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(faultResult(res, "effect-5xx").Met).To(BeTrue())
+		Expect(res.Verdict).To(Equal(harness.VerdictPass), "an unkeyed retry of an effect the world never saw duplicates nothing: %s", res.Reason)
+	}, SpecTimeout(2*time.Minute))
+
+	It("undoes active faults on cancellation: the paused container is thawed and removed, the fault healed", func(ctx SpecContext) {
+		runCtx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		progress := &syncBuffer{}
+		progress.notify = func(line string) {
+			// Faults fire in schedule order: once the netdrop fires, the
+			// pause before it is in effect.
+			if strings.Contains(line, "fault netdrop@step:1/1h applied") {
+				cancel()
+			}
+		}
+		h := newHarness(ctx, progress)
+		var runID string
+		_, err := h.Run(runCtx, harness.RunRequest{Scenario: deploy(), Faults: faults("pause@step:1/1h", "netdrop@step:1/1h"), Started: func(id string) { runID = id }})
+		Expect(err).To(MatchError(harness.ErrInterrupted))
+		left, err := harnesstest.Containers(ctx, docker, h.StateDir())
+		Expect(err).NotTo(HaveOccurred())
+		Expect(left).To(BeEmpty(), "no container, paused or not, is left behind")
+		Expect(progress.String()).To(ContainSubstring("fault pause@step:1/1h healed"))
+		Expect(progress.String()).To(ContainSubstring("fault netdrop@step:1/1h healed"))
+		res, err := h.Resume(ctx, runID)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res.Verdict).To(Equal(harness.VerdictPass), res.Reason)
+	}, SpecTimeout(2*time.Minute))
+})
+
+var _ = Describe("the week scenario", func() {
+	It("gives the same fault log and history for the same seed, another for another seed", func(ctx SpecContext) {
+		h := newHarness(ctx, nil)
+		seed := func(n int64) *int64 { return &n }
+		a, err := h.Run(ctx, harness.RunRequest{Scenario: week(), Seed: seed(42)})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(a.Verdict).To(Equal(harness.VerdictPass), "%s %+v", a.Reason, a.Faults)
+		Expect(a.VirtualMS).To(BeNumerically(">=", (7 * 24 * time.Hour).Milliseconds()))
+		kinds := map[string]int{}
+		for _, f := range a.Faults {
+			kinds[f.Kind]++
+			Expect(f.Applied).To(BeTrue(), f.Spec)
+			Expect(f.Met).To(BeTrue(), f.Spec+": "+f.MetDetail)
+		}
+		Expect(kinds["kill"] + kinds["stop"] + kinds["restart"]).To(Equal(3))
+		Expect(kinds["netdrop"]).To(Equal(2))
+		Expect(kinds["api-version"]).To(Equal(1))
+
+		b, err := h.Run(ctx, harness.RunRequest{Scenario: week(), Seed: seed(42)})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(b.Faults).To(Equal(a.Faults))
+		Expect(b.HistoryDigest).To(Equal(a.HistoryDigest))
+
+		c, err := h.Run(ctx, harness.RunRequest{Scenario: week(), Seed: seed(43)})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(c.Verdict).To(Equal(harness.VerdictPass), c.Reason)
+		var as, cs []string
+		for i := range a.Faults {
+			as, cs = append(as, a.Faults[i].Spec), append(cs, c.Faults[i].Spec)
+		}
+		Expect(cs).NotTo(Equal(as))
+
+		// --replay-faults re-applies a recorded schedule exactly, whatever the seed says.
+		d, err := h.Run(ctx, harness.RunRequest{Scenario: week(), Seed: seed(43), ReplayFaults: a.RunID})
+		Expect(err).NotTo(HaveOccurred())
+		var ds []string
+		for _, f := range d.Faults {
+			ds = append(ds, f.Spec)
+		}
+		Expect(ds).To(Equal(as))
+	}, SpecTimeout(3*time.Minute))
+
+	It("fails the naive maintainer", func(ctx SpecContext) {
+		h := newHarness(ctx, nil)
+		seed := int64(42)
+		res, err := h.Run(ctx, harness.RunRequest{Scenario: week(), Agent: "naive", Seed: &seed})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res.Verdict).To(Equal(harness.VerdictFail))
+		Expect(invariant(res, harness.InvNoDuplicateEffects).Verdict).To(Equal(harness.VerdictFail))
+	}, SpecTimeout(2*time.Minute))
+})
+
+var _ = Describe("shrink", func() {
+	It("reduces a failing random schedule of 12 faults to the one or two that matter", func(ctx SpecContext) {
+		h := newHarness(ctx, nil)
+		seed := int64(3)
+		res, err := h.Run(ctx, harness.RunRequest{Scenario: deploy(), Agent: "naive", Seed: &seed, RandomFaults: 12})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res.Faults).To(HaveLen(12))
+		Expect(res.Verdict).To(Equal(harness.VerdictFail))
+
+		out, err := h.Shrink(ctx, harness.ShrinkRequest{RunID: res.RunID, MaxRuns: 40})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(len(out.Faults)).To(BeNumerically("<=", 2), "%v", out.Faults)
+		Expect(len(out.Faults)).To(BeNumerically(">=", 1))
+		Expect(out.Invariant).To(Equal(harness.InvNoDuplicateEffects))
+		Expect(out.Command).To(HavePrefix("overnight run deploy --seed 3 --agent naive --fault "))
+		Expect(out.RunsTried).To(BeNumerically("<=", 40))
+
+		// The reproducer really fails that way.
+		again, err := h.Run(ctx, harness.RunRequest{Scenario: deploy(), Agent: "naive", Seed: &seed, Faults: faults(out.Faults...)})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(invariant(again, harness.InvNoDuplicateEffects).Verdict).To(Equal(harness.VerdictFail))
+	}, SpecTimeout(5*time.Minute))
+
+	It("refuses a run that passed", func(ctx SpecContext) {
+		h := newHarness(ctx, nil)
+		res, err := h.Run(ctx, harness.RunRequest{Scenario: deploy()})
+		Expect(err).NotTo(HaveOccurred())
+		_, err = h.Shrink(ctx, harness.ShrinkRequest{RunID: res.RunID})
+		Expect(err).To(MatchError(harness.ErrNotFailing))
+	}, SpecTimeout(2*time.Minute))
+})
