@@ -8,6 +8,7 @@
 //
 //	kill@step:3              kill the agent once the first checkpoint with step >= 3 is durable
 //	harness-crash@step:3     crash the harness itself at the same point
+//	kill@effect:2            kill it after the world executed the 2nd effect, before its result is journaled
 //	kill@effect:2:after      kill it after the 2nd effect's result is journaled, before the reply
 //	llm-429@llm:1            answer the 1st LLM call with a 429
 //	api-version:v2@t:4d      switch the world's API to v2 after 4 days of virtual time
@@ -35,6 +36,25 @@
 // `netdrop@t:1d12h/2h` and `restart@every:24h` as `restart@every:1d`. Step numbers lose leading
 // zeros and a rate prints as its shortest decimal (`rate:0.50/1d` is `rate:0.5/1d`). Compare
 // specs with ==, or by their String, never by the text a user typed.
+//
+// # Faults, schedules and the link
+//
+// A fault kind is a plug-in (Kind, registered explicitly in a Registry; Default holds the
+// catalog this version ships): its New builds a Fault from a spec, whose one required method is
+// Inject; a fault that lasts implements Undoer. Faults act only through the Target the harness
+// hands them (Process, Network, World, Clock). Where an effect:N trigger without a phase lands
+// is the kind's DefaultPhase, else PhaseMid: after the world executed the effect and before its
+// result is journaled.
+//
+// Expand turns specs into concrete instances (every and rate triggers into t: firings drawn from
+// a seeded stream), Draw draws faults for a scenario's draws: block, RandomSchedule draws a whole
+// schedule for --chaos random from what a run can reach, and Shrink delta-debugs a failing
+// schedule. NewStreams gives each component its own random stream of the run's seed.
+//
+// Link is the network faults' target: the gateway's unix socket, as a net.Listener whose
+// connections Drop, Blackhole and SetLatency act on for real.
+//
+// See CREATING_FAULTS.md to add a kind.
 //
 // # What this package must not do
 //

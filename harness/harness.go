@@ -254,17 +254,53 @@ func (h *Harness) reap(ctx context.Context, eng *sandbox.Engine) ([]string, erro
 	return eng.Reap(ctx, h.isLive)
 }
 
+// GCResult says what GC removed.
+type GCResult struct {
+	Containers []string `json:"containers"`
+	Images     []string `json:"images"`
+}
+
 // GC removes leftover containers: this state dir's dead runs', or with all
-// every container labelled overnight.managed=true on the engine.
-func (h *Harness) GC(ctx context.Context, all bool) ([]string, error) {
+// every container (and workspace volume) labelled overnight.managed=true.
+// With images it also removes the sandbox images no container uses, but
+// the one of this overnight binary (each build of overnight makes its own).
+func (h *Harness) GC(ctx context.Context, all, images bool) (GCResult, error) {
+	res := GCResult{Containers: []string{}, Images: []string{}}
 	eng, err := h.engine(ctx)
 	if err != nil {
-		return nil, err
+		return res, err
 	}
+	var removed []string
 	if all {
-		return eng.ReapAll(ctx)
+		removed, err = eng.ReapAll(ctx)
+	} else {
+		removed, err = h.reap(ctx, eng)
 	}
-	return h.reap(ctx, eng)
+	res.Containers = append(res.Containers, removed...)
+	if err != nil || !images {
+		return res, err
+	}
+	var keep []string
+	if bin, berr := h.initBinary(); berr == nil {
+		if ref, rerr := eng.ImageRef(ctx, sandbox.ImageSpec{InitBinary: bin}); rerr == nil {
+			keep = append(keep, ref)
+		}
+	}
+	imgs, err := eng.ReapImages(ctx, keep...)
+	res.Images = append(res.Images, imgs...)
+	return res, err
+}
+
+// initBinary is the overnight binary injected into sandboxes.
+func (h *Harness) initBinary() (string, error) {
+	if h.opts.InitBinary != "" {
+		return h.opts.InitBinary, nil
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return "", fmt.Errorf("find the overnight binary to inject as the sandbox init: %w", err)
+	}
+	return exe, nil
 }
 
 // RunRequest says what to run.
@@ -549,13 +585,9 @@ func (h *Harness) scenarioOf(rec RunRecord) (*scenarios.Scenario, error) {
 
 // plan prepares the image and command every attempt of a run uses.
 func (h *Harness) plan(ctx context.Context, a scenarios.AgentSpec) (sandboxPlan, error) {
-	initBin := h.opts.InitBinary
-	if initBin == "" {
-		exe, err := os.Executable()
-		if err != nil {
-			return sandboxPlan{}, fmt.Errorf("find the overnight binary to inject as the sandbox init: %w", err)
-		}
-		initBin = exe
+	initBin, err := h.initBinary()
+	if err != nil {
+		return sandboxPlan{}, err
 	}
 	p := sandboxPlan{env: map[string]string{}}
 	for k, v := range a.Env {

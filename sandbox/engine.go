@@ -81,6 +81,7 @@ type ImageAPI interface {
 	ImageInspect(ctx context.Context, imageID string, opts ...client.ImageInspectOption) (image.InspectResponse, error)
 	ImageBuild(ctx context.Context, buildContext io.Reader, options build.ImageBuildOptions) (build.ImageBuildResponse, error)
 	ImageRemove(ctx context.Context, imageID string, options image.RemoveOptions) ([]image.DeleteResponse, error)
+	ImageList(ctx context.Context, options image.ListOptions) ([]image.Summary, error)
 }
 
 // ContainerAPI is the part of the Docker client that runs containers.

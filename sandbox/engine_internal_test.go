@@ -37,6 +37,15 @@ type fakeAPI struct {
 	inspect func(ref string) (image.InspectResponse, error)
 	build   func(io.Reader) (build.ImageBuildResponse, error)
 	wait    func(id string) (<-chan container.WaitResponse, <-chan error)
+	ilist   func(image.ListOptions) ([]image.Summary, error)
+	iremove func(ref string) error
+}
+
+func (f *fakeAPI) ImageList(_ context.Context, o image.ListOptions) ([]image.Summary, error) {
+	return f.ilist(o)
+}
+func (f *fakeAPI) ImageRemove(_ context.Context, ref string, _ image.RemoveOptions) ([]image.DeleteResponse, error) {
+	return nil, f.iremove(ref)
 }
 
 func (f *fakeAPI) ContainerCreate(_ context.Context, c *container.Config, h *container.HostConfig, _ *network.NetworkingConfig, _ *ocispec.Platform, name string) (container.CreateResponse, error) {
@@ -218,5 +227,27 @@ var _ = Describe("engine errors (fake API)", func() {
 		Expect(string(t.Bytes())).To(Equal("defg"))
 		_, _ = t.Write([]byte("0123456789"))
 		Expect(string(t.Bytes())).To(Equal("6789"))
+	})
+})
+
+var _ = Describe("ReapImages (unit, fake API)", func() {
+	It("removes unused sandbox images except the kept ones, and only overnight-sandbox tags", func(ctx SpecContext) {
+		var removed []string
+		f := &fakeAPI{
+			ilist: func(o image.ListOptions) ([]image.Summary, error) {
+				Expect(o.Filters.Get("label")).To(ConsistOf(LabelManaged + "=true"))
+				return []image.Summary{
+					{RepoTags: []string{ImageRepo + ":old"}},
+					{RepoTags: []string{ImageRepo + ":mine"}},
+					{RepoTags: []string{ImageRepo + ":busy"}, Containers: 1},
+					{RepoTags: []string{"someone-else:1"}},
+				}, nil
+			},
+			iremove: func(ref string) error { removed = append(removed, ref); return nil },
+		}
+		got, err := New(f, Options{StateHash: "s"}).ReapImages(ctx, ImageRepo+":mine")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(got).To(Equal([]string{ImageRepo + ":old"}))
+		Expect(removed).To(Equal(got))
 	})
 })

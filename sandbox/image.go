@@ -12,11 +12,13 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/build"
+	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/image"
 )
 
@@ -325,4 +327,35 @@ func (e *Engine) RemoveImage(ctx context.Context, ref string) error {
 		return wrap("remove image", ref, err)
 	}
 	return nil
+}
+
+// ReapImages removes the sandbox images (labelled overnight.managed=true) that
+// no container uses, except the references in keep — typically the image of
+// the running overnight binary. Every build of overnight makes an image of
+// its own; this is how old ones go. It returns the removed tags.
+func (e *Engine) ReapImages(ctx context.Context, keep ...string) ([]string, error) {
+	list, err := e.api.ImageList(ctx, image.ListOptions{Filters: filters.NewArgs(filters.Arg("label", LabelManaged+"=true"))})
+	if err != nil {
+		return nil, wrap("list sandbox images", "", err)
+	}
+	var removed []string
+	var errs []error
+	for _, img := range list {
+		if img.Containers > 0 {
+			continue
+		}
+		for _, tag := range img.RepoTags {
+			if slices.Contains(keep, tag) || !strings.HasPrefix(tag, ImageRepo+":") {
+				continue
+			}
+			if _, err := e.api.ImageRemove(ctx, tag, image.RemoveOptions{PruneChildren: true}); err != nil {
+				if !cerrdefs.IsNotFound(err) && !cerrdefs.IsConflict(err) {
+					errs = append(errs, wrap("remove image", tag, err))
+				}
+				continue
+			}
+			removed = append(removed, tag)
+		}
+	}
+	return removed, errors.Join(errs...)
 }

@@ -452,7 +452,7 @@ func logsCmd(g *globals) *cobra.Command {
 }
 
 func gcCmd(g *globals) *cobra.Command {
-	var all bool
+	var all, images bool
 	var output string
 	cmd := &cobra.Command{
 		Use:   "gc",
@@ -466,24 +466,28 @@ func gcCmd(g *globals) *cobra.Command {
 				return &codeError{exitError, err}
 			}
 			defer h.Close()
-			removed, err := h.GC(ctx, all)
+			res, err := h.GC(ctx, all, images)
 			if err != nil {
 				return &codeError{exitError, err}
 			}
 			if output == "json" {
-				if removed == nil {
-					removed = []string{}
-				}
-				return writeJSON(g.stdout, map[string]any{"removed": removed})
+				return writeJSON(g.stdout, res)
 			}
-			fmt.Fprintf(g.stdout, "removed %d containers\n", len(removed))
-			for _, id := range removed {
+			fmt.Fprintf(g.stdout, "removed %d containers\n", len(res.Containers))
+			for _, id := range res.Containers {
 				fmt.Fprintf(g.stdout, "  %.12s\n", id)
+			}
+			if images {
+				fmt.Fprintf(g.stdout, "removed %d images\n", len(res.Images))
+				for _, tag := range res.Images {
+					fmt.Fprintf(g.stdout, "  %s\n", tag)
+				}
 			}
 			return nil
 		},
 	}
 	cmd.Flags().BoolVar(&all, "all", false, "remove every container labelled overnight.managed=true, whatever its state dir")
+	cmd.Flags().BoolVar(&images, "images", false, "also remove sandbox images no container uses, but this binary's (each build of overnight makes its own)")
 	outputFlag(cmd, &output)
 	return cmd
 }
