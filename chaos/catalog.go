@@ -18,6 +18,8 @@ const PhaseMid Phase = "mid"
 var (
 	anyTrigger   = []TriggerType{TriggerStep, TriggerEffect, TriggerTime, TriggerEvery, TriggerRate}
 	onceTriggers = []TriggerType{TriggerStep, TriggerEffect, TriggerTime}
+	llmTriggers  = []TriggerType{TriggerLLM, TriggerStep, TriggerEffect, TriggerTime, TriggerEvery, TriggerRate}
+	llmOnly      = []TriggerType{TriggerLLM}
 )
 
 // Default returns a registry holding every fault kind this version ships.
@@ -108,6 +110,60 @@ func builtinKinds() []Kind {
 			Draw: func(rng *rand.Rand, r Reach) (string, time.Duration) {
 				return fmt.Sprintf("%dms+%dms", 20+rng.IntN(80), rng.IntN(30)), drawDuration(rng, r, 1)
 			},
+		},
+		{
+			Name: "llm-429", Group: "llm", Triggers: llmTriggers, DrawTriggers: llmOnly, Example: "llm-429:30s@llm:2",
+			Arg:      "the Retry-After to send (default 1s)",
+			Duration: DurationOptional,
+			Summary:  "answer the LLM call with 429 and a Retry-After: the next one, or every one for /DURATION",
+			New: func(s Spec) (Fault, error) {
+				ra := time.Second
+				if s.Arg != "" {
+					d, err := ParseDuration(s.Arg)
+					if err != nil || d < time.Second || d > time.Hour {
+						return nil, fmt.Errorf("llm-429 Retry-After %q: want a duration in [1s, 1h]", s.Arg)
+					}
+					ra = d
+				}
+				return llmFault{toxic: LLMToxic{Kind: LLMRateLimit, RetryAfter: ra, Once: s.Duration == 0}}, nil
+			},
+			Draw: noArg,
+		},
+		{
+			Name: "llm-5xx", Group: "llm", Triggers: llmTriggers, DrawTriggers: llmOnly, Example: "llm-5xx@llm:1",
+			Duration: DurationOptional,
+			Summary:  "answer the LLM call with 503 (the provider failed): the next one, or every one for /DURATION",
+			New: func(s Spec) (Fault, error) {
+				return llmFault{toxic: LLMToxic{Kind: LLMServerError, Once: s.Duration == 0}}, nil
+			},
+			Draw: noArg,
+		},
+		{
+			Name: "llm-timeout", Group: "llm", Triggers: llmTriggers, DrawTriggers: llmOnly, Example: "llm-timeout@llm:1",
+			Duration: DurationOptional,
+			Summary:  "hold the LLM call open (at most 2s of real time), then reset its connection",
+			New: func(s Spec) (Fault, error) {
+				return llmFault{toxic: LLMToxic{Kind: LLMTimeout, Once: s.Duration == 0}}, nil
+			},
+			Draw: noArg,
+		},
+		{
+			Name: "llm-truncated", Group: "llm", Triggers: llmTriggers, DrawTriggers: llmOnly, Example: "llm-truncated@llm:1",
+			Duration: DurationOptional,
+			Summary:  "cut the model's answer short (half its text, no tool calls, finish_reason \"length\")",
+			New: func(s Spec) (Fault, error) {
+				return llmFault{toxic: LLMToxic{Kind: LLMTruncated, Once: s.Duration == 0}}, nil
+			},
+			Draw: noArg,
+		},
+		{
+			Name: "llm-malformed-tool-call", Group: "llm", Triggers: llmTriggers, DrawTriggers: llmOnly, Example: "llm-malformed-tool-call@llm:1",
+			Duration: DurationOptional,
+			Summary:  "break the JSON of the arguments of the model's first tool call (the agent must answer the model with the error)",
+			New: func(s Spec) (Fault, error) {
+				return llmFault{toxic: LLMToxic{Kind: LLMMalformed, Once: s.Duration == 0}}, nil
+			},
+			Draw: noArg,
 		},
 		{
 			Name: "api-version", Group: "world", Triggers: onceTriggers, Example: "api-version:v2@t:4d",
@@ -264,3 +320,15 @@ func (f effectFault) Undo(ctx context.Context, t Target) error {
 type clockFault struct{ by time.Duration }
 
 func (f clockFault) Inject(ctx context.Context, t Target) error { return t.Jump(ctx, f.by) }
+
+type llmFault struct{ toxic LLMToxic }
+
+func (f llmFault) Inject(ctx context.Context, t Target) error {
+	t.SetLLMToxic(f.toxic)
+	return nil
+}
+
+func (f llmFault) Undo(ctx context.Context, t Target) error {
+	t.SetLLMToxic(LLMToxic{})
+	return nil
+}

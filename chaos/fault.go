@@ -57,6 +57,29 @@ type EffectToxic struct {
 // MaxEffectSlow bounds the real time an effect-slow fault holds an effect.
 const MaxEffectSlow = 5 * time.Second
 
+// LLM is what LLM faults act on: the gateway's model endpoint.
+type LLM interface {
+	// SetLLMToxic makes LLM calls fail or come back damaged; once applies
+	// it to the next call only. The zero LLMToxic removes it.
+	SetLLMToxic(t LLMToxic)
+}
+
+// LLM toxic kinds.
+const (
+	LLMRateLimit   = "429"       // answer 429 with Retry-After
+	LLMServerError = "5xx"       // answer 503
+	LLMTimeout     = "timeout"   // hold the call, then reset the connection
+	LLMTruncated   = "truncated" // cut the answer short (finish_reason "length")
+	LLMMalformed   = "malformed" // break the JSON of the answer's tool call arguments
+)
+
+// LLMToxic is a toxic on the LLM path.
+type LLMToxic struct {
+	Kind       string        // one of the LLM* kinds; "" for none
+	RetryAfter time.Duration // for 429
+	Once       bool          // only the next call
+}
+
 // Clock is what time faults act on: the run's virtual clock.
 type Clock interface {
 	// Jump moves virtual time forward by d, firing what is scheduled in
@@ -71,6 +94,7 @@ type Target interface {
 	Process
 	Network
 	World
+	LLM
 	Clock
 }
 
@@ -121,6 +145,9 @@ type Kind struct {
 	// New builds one fault from a spec already checked against the fields
 	// above; it parses and checks ARG.
 	New func(Spec) (Fault, error) `json:"-"`
+	// DrawTriggers, if set, are the only triggers --chaos random uses for
+	// the kind (an LLM fault only means something at an LLM call).
+	DrawTriggers []TriggerType `json:"-"`
 	// Draw, if set, makes the kind eligible for --chaos random: it draws
 	// an argument and a duration suited to a run that can reach r.
 	Draw func(rng *rand.Rand, r Reach) (arg string, d time.Duration) `json:"-"`

@@ -144,7 +144,11 @@ func RandomSchedule(rng *rand.Rand, reg *Registry, reach Reach, n int) ([]Spec, 
 	for tries := 0; len(out) < n && tries < 100*n; tries++ {
 		k := kinds[rng.IntN(len(kinds))]
 		var options []TriggerType
-		for _, t := range k.Triggers {
+		triggers := k.Triggers
+		if len(k.DrawTriggers) > 0 {
+			triggers = k.DrawTriggers
+		}
+		for _, t := range triggers {
 			switch {
 			case t == TriggerStep && reach.Steps > 0,
 				t == TriggerEffect && reach.Effects > 0,

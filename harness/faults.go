@@ -350,6 +350,10 @@ func (r *run) judgeMet(ctx context.Context) []FaultRecord {
 				}
 			case "effect-5xx", "effect-slow":
 				f.rec.MetDetail = "no effect was sent while it was active"
+			case "llm-429", "llm-5xx", "llm-timeout", "llm-truncated":
+				f.rec.MetDetail = "no LLM call was made while it was active"
+			case "llm-malformed-tool-call":
+				f.rec.MetDetail = "no LLM answer with a tool call came while it was active"
 			default:
 				f.rec.Met, f.rec.MetDetail = true, "applied"
 			}
@@ -518,6 +522,15 @@ func (t runTarget) SetAPIVersion(ctx context.Context, version string) (string, e
 func (t runTarget) SetEffectToxic(tx chaos.EffectToxic) {
 	t.r.toxic = tx
 	t.r.toxicFault = t.r.firing
+}
+
+// SetLLMToxic implements chaos.LLM.
+func (t runTarget) SetLLMToxic(tx chaos.LLMToxic) {
+	if t.r.llm == nil {
+		return
+	}
+	t.r.llm.toxic = tx
+	t.r.llm.toxicF = t.r.firing
 }
 
 // Jump implements chaos.Clock.

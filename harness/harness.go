@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
@@ -71,6 +72,13 @@ type Options struct {
 	// Crash is what the harness-crash fault calls. Default: SIGKILL this
 	// process. Only tests that cannot afford to die override it.
 	Crash func()
+	// LLMEnv is where provider keys and URLs are read (OPENAI_API_KEY,
+	// ANTHROPIC_API_KEY, OLLAMA_HOST, ...). Default: os.Getenv — the
+	// harness's own environment; the sandbox's is built from scratch and
+	// never inherits them.
+	LLMEnv func(string) string
+	// LLMHTTPClient carries provider calls. Default: http.DefaultClient.
+	LLMHTTPClient *http.Client
 	// Existing refuses to create the state dir: commands that only read
 	// runs (runs, logs, resume) say the dir is missing instead of making an
 	// empty one. Default false.
@@ -323,6 +331,12 @@ type RunRequest struct {
 	// ReplayFaults names an earlier run whose fault log is re-applied
 	// exactly instead of drawing again (--replay-faults).
 	ReplayFaults string
+	// LLM picks the model behind the gateway's LLM endpoint: "scripted"
+	// (the deterministic test double, driven by the scenario's rules),
+	// "openai:MODEL", "anthropic:MODEL", "ollama:MODEL", or "replay:RUN"
+	// (serve that run's recorded exchanges). Default: the scenario's
+	// llm.model, else none.
+	LLM string
 	// Started, if set, is called with the run id once the run is durable,
 	// before any container starts.
 	Started func(runID string)
@@ -358,6 +372,9 @@ func (h *Harness) Run(ctx context.Context, req RunRequest) (*Result, error) {
 	}
 	seed := seedOf(req.Scenario, req.Seed)
 	if _, _, err := h.schedule(req, seed); err != nil {
+		return nil, err
+	}
+	if _, err := h.model(req.Scenario, req.LLM); err != nil {
 		return nil, err
 	}
 	// The image comes first, so that an unreachable engine or a bad agent
@@ -482,7 +499,7 @@ func (h *Harness) create(ctx context.Context, req RunRequest) (string, error) {
 		return "", fmt.Errorf("store scenario: %w", err)
 	}
 	rec := RunRecord{
-		ID: id, Scenario: scen.Name, Source: scen.Source, ScenarioBlob: blob, Agent: req.Agent, Seed: seed,
+		ID: id, Scenario: scen.Name, Source: scen.Source, ScenarioBlob: blob, Agent: req.Agent, Seed: seed, LLM: req.LLM,
 		Faults: []string{}, Timeout: Duration(timeout), MaxAttempts: maxAttempts, Status: StatusRunning,
 		StartedAt: now, VirtualStart: VirtualEpoch, OwnerPID: os.Getpid(),
 	}
@@ -821,6 +838,13 @@ func (h *Harness) load(ctx context.Context, runID string) (*run, error) {
 	}
 	if r.faults, err = faultsOf(h.opts.Faults, faults); err != nil {
 		return nil, fmt.Errorf("faults of run %s: %w", runID, err)
+	}
+	mc, err := h.model(scen, rec.LLM)
+	if err != nil {
+		return nil, fmt.Errorf("run %s: %w", runID, err)
+	}
+	if err := h.loadLLM(r, mc.spec, mc.model, mc.prices, mc.budget, mc.replay, mc.replayRun); err != nil {
+		return nil, err
 	}
 	// Effects in doubt (an intent without a result) are reconciled with the
 	// world before any agent may retry them.

@@ -43,7 +43,8 @@ type RunRecord struct {
 	ScenarioBlob string    `json:"scenario_blob"` // blob hash of the scenario's exact bytes
 	Agent        string    `json:"agent,omitempty"`
 	Seed         int64     `json:"seed"`
-	Faults       []string  `json:"faults"` // canonical fault specs
+	LLM          string    `json:"llm,omitempty"` // the model spec: scripted, openai:MODEL, ..., replay:RUN
+	Faults       []string  `json:"faults"`        // canonical fault specs
 	Timeout      Duration  `json:"timeout"`
 	MaxAttempts  int       `json:"max_attempts"`
 	Status       string    `json:"status"`

@@ -33,6 +33,13 @@ func (res *Result) WriteText(w io.Writer) error {
 		}
 		tw.Flush()
 	}
+	if l := res.LLM; l != nil {
+		what := l.Provider + ":" + l.Model
+		if l.TestDouble {
+			what = "scripted (a deterministic test double driven by the scenario's rules, not a real model)"
+		}
+		fmt.Fprintf(&b, "LLM: %s; %d calls, %d prompt + %d completion tokens, $%.4f\n", what, l.Calls, l.PromptTokens, l.CompletionTokens, l.CostUSD)
+	}
 	e := res.Effects
 	fmt.Fprintf(&b, "effects: %d executed, %d deduplicated, %d duplicates, %d unknown, %d unkeyed\n",
 		e.Executed, e.Deduplicated, e.Duplicates, e.Unknown, e.Unkeyed)

@@ -69,6 +69,7 @@ type run struct {
 	killIssued   map[int]time.Time // when a fault's kill or stop was issued, per attempt
 	stopCh       chan struct{}     // closed when the run ends: background fault work stops
 	removals     sync.WaitGroup    // dead containers being removed in the background
+	llm          *llmState         // the LLM path: model, recording, budget
 }
 
 var _ gateway.Backend = (*run)(nil)

@@ -75,6 +75,8 @@ func (r *run) supervise(ctx context.Context, spec sandboxPlan) (endState, error)
 		select {
 		case <-r.horizonCh:
 			return endState{limit: true, reason: fmt.Sprintf("virtual horizon reached (%s of virtual time) before the agent finished", r.horizon.Sub(r.rec.VirtualStart))}, nil
+		case <-r.llmLimit():
+			return endState{limit: true, reason: r.llmExceeded()}, nil
 		default:
 		}
 		if n > r.rec.MaxAttempts {
@@ -163,6 +165,11 @@ func (r *run) attempt(ctx context.Context, eng *sandbox.Engine, n int, plan sand
 	env[protocol.EnvToken] = token
 	env[protocol.EnvRunID] = r.rec.ID
 	env[protocol.EnvAttempt] = fmt.Sprint(n)
+	// Any OpenAI client inside works unchanged: its base URL is the
+	// gateway's LLM endpoint (through the init's relay) and its key is the
+	// attempt's token. The provider's own key never enters the sandbox.
+	env["OPENAI_BASE_URL"] = "http://127.0.0.1:7070/v1/llm"
+	env["OPENAI_API_KEY"] = token
 
 	// Create and start run to completion even on Ctrl-C, so that the
 	// harness always learns the container's id and can remove it; the
@@ -242,6 +249,9 @@ func (r *run) attempt(ctx context.Context, eng *sandbox.Engine, n int, plan sand
 		}
 	case <-r.horizonCh:
 		end = "killed: virtual horizon reached"
+		w = kill(end)
+	case <-r.llmLimit():
+		end = "killed: " + r.llmExceeded()
 		w = kill(end)
 	}
 	if w.err != nil {
@@ -365,3 +375,20 @@ func keepLogs(ctx context.Context, h *Harness, stdout, stderr []byte) (string, s
 }
 
 func workspaceVolume(runID string) string { return "overnight-ws-" + runID }
+
+// llmLimit is closed when the run's LLM budget is spent (nil: no LLM).
+func (r *run) llmLimit() <-chan struct{} {
+	if r.llm == nil {
+		return nil
+	}
+	return r.llm.limitCh
+}
+
+func (r *run) llmExceeded() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.llm == nil {
+		return ""
+	}
+	return r.llm.exceeded
+}

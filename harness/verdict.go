@@ -60,6 +60,7 @@ type Result struct {
 	Faults         []FaultResult     `json:"faults"`
 	Effects        EffectCounts      `json:"effects"`
 	Invariants     []InvariantResult `json:"invariants"`
+	LLM            *LLMTotals        `json:"llm,omitempty"`
 	WallMS         int64             `json:"wall_ms"`
 	VirtualMS      int64             `json:"virtual_ms"`
 	HistoryDigest  string            `json:"history_digest"`
@@ -146,6 +147,12 @@ func (r *run) judge(ctx context.Context, end endState) (*Result, error) {
 	}
 	if done != nil {
 		res.Outcome = done.Outcome
+	}
+	if r.llm != nil && r.llm.model != nil {
+		r.mu.Lock()
+		t := r.llm.totals
+		r.mu.Unlock()
+		res.LLM = &t
 	}
 	for _, f := range faults {
 		fr := FaultResult{Kind: f.Kind, Spec: f.Spec, At: f.At, Applied: f.Applied, Attempt: f.AppliedAttempt, Error: f.Error,

@@ -220,6 +220,10 @@ func (b *builder) build(root map[string]any) *Scenario {
 		}
 	}
 
+	if l, ok := root["llm"].(map[string]any); ok {
+		sc.LLM = b.llm(l)
+	}
+
 	switch s := root["seed"].(type) {
 	case int64:
 		sc.Seed = &s

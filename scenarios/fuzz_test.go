@@ -2,6 +2,7 @@ package scenarios_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -34,6 +35,8 @@ func FuzzParse(f *testing.F) {
 		header + "task: {a: .nan, b: !x y, [c]: 1}\n",
 		header + "limits: {timeout: 1d, horizon: '0', max_attempts: 1e3}\nseed: 1e30\n",
 		header + "---\n---\nx: 1\n",
+		header + "llm: {model: 'ollama:a b', budget: {calls: 0, cost_usd: -1}, rules: [{when: {}, reply: x, tool_calls: []}]}\n",
+		header + "llm:\n  rules:\n    - when: {last_role: tool}\n      tool_calls: [{name: f, arguments: {a: \"$x..y\", b: [\"$.\", \"$$\"]}}]\n",
 	} {
 		f.Add([]byte(s))
 	}
@@ -90,6 +93,22 @@ func FuzzParse(f *testing.F) {
 			again, err := chaos.ParseSpec(sp.String())
 			if err != nil || again != sp {
 				t.Fatalf("fault %q does not round-trip: %v", sc.FaultText[i], err)
+			}
+		}
+		if l := sc.LLM; l != nil {
+			if l.Model == "" || l.Budget.Calls < 0 || l.Budget.Tokens < 0 || l.Budget.CostUSD < 0 {
+				t.Fatalf("bad llm block %+v", l)
+			}
+			for i, r := range l.Rules {
+				var rule map[string]any
+				if err := json.Unmarshal(r, &rule); err != nil || rule["when"] == nil {
+					t.Fatalf("llm.rules[%d] is not a JSON object with when: %s (%v)", i, r, err)
+				}
+				_, reply := rule["reply"]
+				_, calls := rule["tool_calls"]
+				if reply == calls {
+					t.Fatalf("llm.rules[%d] has not exactly one of reply and tool_calls: %s", i, r)
+				}
 			}
 		}
 		if sc.Limits.Timeout <= 0 || sc.Limits.Horizon <= 0 || sc.Limits.MaxAttempts < 1 || sc.Limits.MaxAttempts > scenarios.MaxAttemptsLimit {

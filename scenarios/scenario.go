@@ -67,6 +67,7 @@ type Scenario struct {
 	Invariants []string     // DefaultInvariants when the file names none (absent or null)
 	Limits     Limits       // with defaults applied
 	Seed       *int64       // the default seed, nil if the file sets none
+	LLM        *LLM         // the llm block; nil if the file has none
 
 	Source string // the path given to Parse or Load, or "builtin:<name>"
 	Raw    []byte // the exact bytes loaded, for the journal
@@ -103,7 +104,7 @@ type Limits struct {
 // ErrorList sorted by position. Checks run in this order, and a stage that cannot run on what
 // the previous one produced is skipped: text (size, UTF-8) and YAML syntax; the document is one
 // mapping; values are JSON-compatible, no duplicate keys; apiVersion; the JSON Schema
-// (SchemaJSON); then faults, durations, agents, env keys, invariants and seed.
+// (SchemaJSON); then faults, durations, agents, env keys, invariants, the llm block and seed.
 func Parse(file string, data []byte) (*Scenario, error) {
 	if file == "" {
 		file = "<scenario>"

@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/big"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -149,6 +151,10 @@ func (s *schemaSet) reportOne(t *tree, e *jsonschema.ValidationError, sink *erro
 		sink.add(line, col, "%s%s is too small (at least %s)", name, k.Got.RatString(), k.Want.RatString())
 	case *kind.Maximum:
 		sink.add(line, col, "%s%s is too large (at most %s)", name, k.Got.RatString(), k.Want.RatString())
+	case *kind.ExclusiveMinimum:
+		sink.add(line, col, "%s%s is too small (it must be greater than %s)", name, ratText(k.Got), ratText(k.Want))
+	case *kind.MinItems:
+		sink.add(line, col, "%sa list of %d is too short (at least %d)", name, k.Got, k.Want)
 	default:
 		msg := e.Error()
 		if i := strings.Index(msg, ": "); i >= 0 {
@@ -185,6 +191,15 @@ func (s *schemaSet) properties(location string) []string {
 	}
 	slices.Sort(names)
 	return names
+}
+
+// ratText prints a schema number as written in a file: 0.5, not 1/2.
+func ratText(r *big.Rat) string {
+	if r.IsInt() {
+		return r.RatString()
+	}
+	f, _ := r.Float64()
+	return strconv.FormatFloat(f, 'g', -1, 64)
 }
 
 // display prints a JSON value for a message.

@@ -239,6 +239,7 @@ func runCmd(g *globals) *cobra.Command {
 		chaosMode   string
 		chaosCount  int
 		replay      string
+		llmSpec     string
 	)
 	cmd := &cobra.Command{
 		Use:   "run SCENARIO",
@@ -248,6 +249,8 @@ func runCmd(g *globals) *cobra.Command {
   overnight run week --seed 42
   overnight run deploy --chaos random --seed 7
   overnight run deploy --replay-faults <run-id>
+  overnight run deploy --llm openai:gpt-4o-mini          # OPENAI_API_KEY (and OPENAI_BASE_URL) from this environment
+  overnight run deploy --llm replay:<run-id> --replay-faults <run-id>   # offline, from the recording
   overnight run ./my-scenario.yaml`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -255,7 +258,7 @@ func runCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return &codeError{exitError, err}
 			}
-			req := harness.RunRequest{Scenario: scen, Agent: agentName, Timeout: timeout, MaxAttempts: maxAttempts}
+			req := harness.RunRequest{Scenario: scen, Agent: agentName, Timeout: timeout, MaxAttempts: maxAttempts, LLM: llmSpec}
 			if cmd.Flags().Changed("seed") {
 				req.Seed = &seed
 			}
@@ -323,6 +326,7 @@ func runCmd(g *globals) *cobra.Command {
 	f.IntVar(&chaosCount, "chaos-faults", 5, "how many faults --chaos random draws")
 	f.StringVar(&replay, "replay-faults", "", "re-apply the fault log of an earlier run exactly, instead of drawing again")
 	f.StringVar(&agentName, "agent", "", "agent variant from the scenario's agents (default: its agent)")
+	f.StringVar(&llmSpec, "llm", "", "the model behind the gateway's LLM endpoint: scripted (the test double), openai:MODEL, anthropic:MODEL, ollama:MODEL, replay:RUN (default: the scenario's llm.model)")
 	outputFlag(cmd, &output)
 	f.DurationVar(&timeout, "timeout", 0, "wall-clock limit (default: the scenario's)")
 	f.IntVar(&maxAttempts, "max-attempts", 0, "attempts before the run fails as a crash loop (default: the scenario's)")

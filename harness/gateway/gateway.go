@@ -45,6 +45,13 @@ type Error struct {
 	Status  int
 	Code    string
 	Message string
+	// Param names the offending request field (LLM endpoint, OpenAI-style).
+	Param string
+	// RetryAfter, when set, is sent as the Retry-After header (whole seconds).
+	RetryAfter time.Duration
+	// Hold, when set, means: answer nothing, hold the connection this long,
+	// then reset it (an llm-timeout fault).
+	Hold time.Duration
 }
 
 func (e *Error) Error() string { return e.Code + ": " + e.Message }
@@ -143,10 +150,8 @@ func (s *Server) Handler() http.Handler {
 	handle("POST", "/v1/sleep", s.sleep)
 	handle("POST", "/v1/events", s.event)
 	handle("POST", "/v1/done", s.done)
-	mux.HandleFunc("/v1/llm/", s.auth(func(w http.ResponseWriter, r *http.Request, _ Caller) {
-		writeError(w, Errorf(http.StatusNotImplemented, protocol.CodeNotImplemented,
-			"the LLM endpoint %s is not served by this version of overnight yet", r.URL.Path))
-	}))
+	handle("POST", "/v1/llm/chat/completions", s.llmChat)
+	handle("GET", "/v1/llm/models", s.llmModels)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if methods, ok := allowed[r.URL.Path]; ok {
 			w.Header().Set("Allow", strings.Join(methods, ", "))

@@ -52,6 +52,8 @@ type APIError struct {
 	Code    string
 	Message string
 	Path    string
+	// RetryAfter is the reply's Retry-After header, if any.
+	RetryAfter time.Duration
 }
 
 func (e *APIError) Error() string {
@@ -216,6 +218,9 @@ func (c *Client) once(ctx context.Context, method, path string, payload []byte, 
 		var eb protocol.ErrorBody
 		_ = json.Unmarshal(data, &eb)
 		apiErr := &APIError{Status: resp.StatusCode, Code: eb.Error.Code, Message: eb.Error.Message, Path: path}
+		if secs, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && secs > 0 {
+			apiErr.RetryAfter = time.Duration(secs) * time.Second
+		}
 		if apiErr.Code == "" {
 			apiErr.Message = strings.TrimSpace(string(data))
 		}

@@ -18,6 +18,9 @@ type adapter struct {
 	c     *agent.Client
 	naive bool // send effects without keys
 	api   *apiKnowledge
+	// advise proposes how to correct a refused request; default: read the
+	// world's error details directly.
+	advise func(ctx context.Context, kind string, args map[string]any, e *protocol.EffectError) (correction, error)
 }
 
 // apiKnowledge is what an agent learned of the world's API from its errors.
@@ -59,7 +62,7 @@ func (m *adapter) act(ctx context.Context, kind string, args map[string]any) (ma
 		if res.Error.Transient {
 			continue // the world never acted: send it again
 		}
-		learned, err := m.learn(ctx, kind, res.Error)
+		learned, err := m.learn(ctx, kind, args, res.Error)
 		if err != nil {
 			return nil, err
 		}
@@ -71,74 +74,106 @@ func (m *adapter) act(ctx context.Context, kind string, args map[string]any) (ma
 	return nil, fmt.Errorf("%s: still refused after 8 corrections", kind)
 }
 
-// learn updates what the maintainer knows of the API from a refusal, and
-// reports whether a corrected request is worth sending.
-func (m *adapter) learn(ctx context.Context, kind string, e *protocol.EffectError) (bool, error) {
+// correction is what to change so a refused request goes through: from
+// the world's error details directly, or as a model proposes it.
+type correction struct {
+	Rename  map[string]string `json:"rename,omitempty"`   // argument -> its new name
+	Add     map[string]any    `json:"add,omitempty"`      // arguments to add
+	UseKind string            `json:"use_kind,omitempty"` // the kind that replaces this one
+	Obtain  string            `json:"obtain,omitempty"`   // the kind that issues credentials
+	Field   string            `json:"field,omitempty"`    // the argument that carries them
+}
+
+func (c correction) empty() bool {
+	return len(c.Rename) == 0 && len(c.Add) == 0 && c.UseKind == "" && (c.Obtain == "" || c.Field == "")
+}
+
+// fromDetails reads a correction straight from the world's error details.
+func fromDetails(_ context.Context, _ string, _ map[string]any, e *protocol.EffectError) (correction, error) {
 	var d struct {
 		Renamed     map[string]string `json:"renamed"`
-		Required    []string          `json:"required"`
 		Example     map[string]any    `json:"example"`
 		Replacement string            `json:"replacement"`
 		Obtain      string            `json:"obtain"`
 		Field       string            `json:"field"`
 	}
 	if len(e.Details) == 0 || json.Unmarshal(e.Details, &d) != nil {
+		return correction{}, nil
+	}
+	switch e.Code {
+	case cloud.CodeFieldRenamed:
+		return correction{Rename: d.Renamed}, nil
+	case cloud.CodeMissingField:
+		return correction{Add: d.Example}, nil
+	case cloud.CodeGone:
+		return correction{UseKind: d.Replacement}, nil
+	case cloud.CodeUnauthorized:
+		return correction{Obtain: d.Obtain, Field: d.Field}, nil
+	}
+	return correction{}, nil
+}
+
+// learn asks the adapter's advisor how to correct a refused request and
+// records the answer in what it knows of the API; it reports whether a
+// corrected request is worth sending.
+func (m *adapter) learn(ctx context.Context, kind string, args map[string]any, e *protocol.EffectError) (bool, error) {
+	advise := m.advise
+	if advise == nil {
+		advise = fromDetails
+	}
+	c, err := advise(ctx, kind, args, e)
+	if err != nil {
+		return false, err
+	}
+	if c.empty() {
 		return false, nil
 	}
 	api := m.api
-	switch e.Code {
-	case cloud.CodeFieldRenamed:
-		if len(d.Renamed) == 0 {
-			return false, nil
-		}
+	if len(c.Rename) > 0 {
 		if api.Renamed == nil {
 			api.Renamed = map[string]string{}
 		}
-		for from, to := range d.Renamed {
+		for from, to := range c.Rename {
 			api.Renamed[from] = to
 		}
-	case cloud.CodeMissingField:
-		if len(d.Example) == 0 {
-			return false, nil
-		}
+	}
+	if len(c.Add) > 0 {
 		if api.Extra == nil {
 			api.Extra = map[string]map[string]any{}
 		}
 		if api.Extra[kind] == nil {
 			api.Extra[kind] = map[string]any{}
 		}
-		for k, v := range d.Example {
+		for k, v := range c.Add {
 			api.Extra[kind][k] = v
 		}
-	case cloud.CodeGone:
-		if d.Replacement == "" {
-			return false, nil
-		}
+	}
+	if c.UseKind != "" {
 		if api.Replaced == nil {
 			api.Replaced = map[string]string{}
 		}
-		api.Replaced[kind] = d.Replacement
-	case cloud.CodeUnauthorized:
-		if d.Obtain == "" || d.Field == "" {
-			return false, nil
-		}
+		api.Replaced[kind] = c.UseKind
+	}
+	if c.Obtain != "" && c.Field != "" {
 		var res protocol.EffectResult
 		var err error
 		if m.naive {
-			res, err = m.c.EffectUnkeyed(ctx, d.Obtain, map[string]any{})
+			res, err = m.c.EffectUnkeyed(ctx, c.Obtain, map[string]any{})
 		} else {
-			res, err = m.c.Effect(ctx, d.Obtain, map[string]any{})
+			res, err = m.c.Effect(ctx, c.Obtain, map[string]any{})
 		}
 		if err != nil || res.Status != protocol.StatusDone {
-			return false, fmt.Errorf("obtain credentials with %s: %v %v", d.Obtain, err, res.Error)
+			return false, fmt.Errorf("obtain credentials with %s: %v %v", c.Obtain, err, res.Error)
 		}
-		var out map[string]string
-		if err := json.Unmarshal(res.Result, &out); err != nil || out[d.Field] == "" {
-			return false, fmt.Errorf("obtain credentials with %s: no %s in %s", d.Obtain, d.Field, res.Result)
+		var out map[string]any
+		if err := json.Unmarshal(res.Result, &out); err != nil {
+			return false, fmt.Errorf("obtain credentials with %s: %w", c.Obtain, err)
 		}
-		api.Key, api.KeyField = out[d.Field], d.Field
-	default:
-		return false, nil
+		key, _ := out[c.Field].(string)
+		if key == "" {
+			return false, fmt.Errorf("obtain credentials with %s: no %s in %s", c.Obtain, c.Field, res.Result)
+		}
+		api.Key, api.KeyField = key, c.Field
 	}
 	return true, nil
 }

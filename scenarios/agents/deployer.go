@@ -27,13 +27,20 @@ type deployState struct {
 	DNS        string `json:"dns,omitempty"`
 	// API is what the deployer learned of the world's API from its errors.
 	API apiKnowledge `json:"api,omitzero"`
+	// Plan is the model's plan of the deployment.
+	Plan []planStep `json:"plan,omitempty"`
 }
 
 // deploySteps is the number of steps of a deployment.
 const deploySteps = 5
 
 // Deployer is the example agent of the deploy scenario: network, database,
-// migration, service, DNS — checkpointing after each step.
+// migration, service, DNS — checkpointing after each step. It asks the
+// run's model (through the gateway's OpenAI-compatible endpoint) for its
+// plan, as a sequence of tool calls, and, when the world refuses an effect,
+// sends the world's error to the model and follows the correction it
+// proposes (this is how it adapts to an API version change). Without a
+// model it follows a built-in plan and reads corrections from the errors.
 //
 // Well-behaved (the default), it resumes from its last checkpoint and sends
 // every effect under a key derived from the checkpointed step, so a restart
@@ -93,7 +100,23 @@ func deploy(ctx context.Context, c *agent.Client, naive bool, delay time.Duratio
 	if step > 0 {
 		_ = c.Event(ctx, "progress", fmt.Sprintf("resumed after step %d", step), nil)
 	}
-	ad := &adapter{c: c, naive: naive, api: &st.API}
+	p := &planner{c: c}
+	ad := &adapter{c: c, naive: naive, api: &st.API, advise: p.advise}
+	if len(st.Plan) != deploySteps {
+		// The model plans the deployment; the plan is kept in the
+		// checkpoint, so it is asked for once per run (again only when an
+		// attempt died before its first checkpoint).
+		plan, err := p.plan(ctx, task)
+		switch {
+		case errors.Is(err, errNoModel):
+			_ = c.Event(ctx, "progress", "the run has no model: following the built-in plan", nil)
+			plan = builtinPlan(task)
+		case err != nil:
+			return fmt.Errorf("plan: %w", err)
+		}
+		st.Plan = plan
+	}
+	arg := func(i int, name string) any { return st.Plan[i].Args[name] }
 	effect := func(kind string, args map[string]any) (json.RawMessage, error) {
 		out, err := ad.act(ctx, kind, args)
 		if err != nil {
@@ -113,25 +136,25 @@ func deploy(ctx context.Context, c *agent.Client, naive bool, delay time.Duratio
 		var result json.RawMessage
 		switch next {
 		case 1:
-			result, err = effect(cloud.KindCreateNetwork, map[string]any{"name": task.Network})
+			result, err = effect(cloud.KindCreateNetwork, map[string]any{"name": arg(0, "name")})
 			if err == nil {
 				st.NetworkID, err = field(result, "id")
 			}
 		case 2:
-			result, err = effect(cloud.KindCreateDatabase, map[string]any{"name": task.Database, "network_id": st.NetworkID})
+			result, err = effect(cloud.KindCreateDatabase, map[string]any{"name": arg(1, "name"), "network_id": st.NetworkID})
 			if err == nil {
 				st.DatabaseID, err = field(result, "id")
 			}
 		case 3:
-			_, err = effect(cloud.KindRunMigration, map[string]any{"database_id": st.DatabaseID, "version": task.Migration})
+			_, err = effect(cloud.KindRunMigration, map[string]any{"database_id": st.DatabaseID, "version": arg(2, "version")})
 			st.Migrated = task.Migration
 		case 4:
-			result, err = effect(cloud.KindDeployService, map[string]any{"name": task.Service.Name, "image": task.Service.Image, "database_id": st.DatabaseID})
+			result, err = effect(cloud.KindDeployService, map[string]any{"name": arg(3, "name"), "image": arg(3, "image"), "database_id": st.DatabaseID})
 			if err == nil {
 				st.Endpoint, err = field(result, "endpoint")
 			}
 		case 5:
-			_, err = effect(cloud.KindSetDNS, map[string]any{"host": task.DNS, "target": st.Endpoint})
+			_, err = effect(cloud.KindSetDNS, map[string]any{"host": arg(4, "host"), "target": st.Endpoint})
 			st.DNS = task.DNS
 		}
 		if err != nil {

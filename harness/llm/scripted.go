@@ -1,0 +1,576 @@
+package llm
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/overnight-dev/overnight/harness/protocol"
+)
+
+// The scripted model is a declared test double: its answers come from rules written in the
+// scenario file (llm.rules), never from a real model. It lets the built-in scenarios run offline
+// and deterministically; reports must name it as what it is.
+
+// ProviderScripted is the Provider of the scripted model, and its default Name.
+const ProviderScripted = "scripted"
+
+// Sentinel errors of the scripted model. The gateway answers both with 400: the request is
+// fine for an OpenAI endpoint, but the scenario's rules do not say how to answer it.
+var (
+	// ErrNoRule is returned (wrapped) when no rule matches a request. The message quotes the
+	// last message and lists the rules.
+	ErrNoRule = errors.New("scripted model: no rule matches")
+	// ErrReference is returned (wrapped) when the rule that matched refers ("$path") to a field
+	// the last message's JSON object does not hold, or the last message holds no JSON object.
+	ErrReference = errors.New("scripted model: unresolved reference")
+)
+
+// maxObjectStarts bounds the '{' positions tried when looking for the JSON object of a message,
+// so that a long message full of braces costs little.
+const maxObjectStarts = 1000
+
+// Rule is one rule of the scripted model: when every condition set in When holds for a request,
+// the model answers with Reply (finish_reason "stop") or with ToolCalls (finish_reason
+// "tool_calls"), exactly one of the two. Rules are tried in order; the first that matches
+// answers. Its JSON form is an item of a scenario's llm.rules.
+type Rule struct {
+	When      Match          `json:"when"`
+	Reply     string         `json:"reply,omitempty"`      // a text answer
+	ToolCalls []ScriptedCall `json:"tool_calls,omitempty"` // or tool calls, in order
+}
+
+// Match is the condition of a rule. Every field that is set must hold; an empty Match matches
+// every request (a default rule: put it last).
+type Match struct {
+	LastMessageContains string `json:"last_message_contains,omitempty"` // a substring of the last message's content (case-sensitive)
+	LastRole            string `json:"last_role,omitempty"`             // the role of the last message: user, tool, system, developer, assistant
+	ToolOffered         string `json:"tool_offered,omitempty"`          // the request offers a tool of this name
+}
+
+// ScriptedCall is a tool call the scripted model answers with.
+//
+// A string anywhere in Arguments (nested maps and lists included) that starts with "$" is a
+// reference into the first JSON object found in the last message's content, and is replaced
+// by the value there (which may itself be an object or a list):
+//
+//	"$."                the whole object
+//	"$details.renamed"  a field path ("$.details.renamed" is the same); a list is indexed by number: "$items.0.id"
+//	"$$5.00"            not a reference: the literal string "$5.00" (one leading $ is dropped)
+//
+// A reference lets a rule answer with what an error describes, for example arguments
+// {rename: "$details.renamed"} against a last message holding
+// {"code":"field_renamed","details":{"renamed":{"database_id":"db_id"}}}.
+type ScriptedCall struct {
+	Name      string         `json:"name"`
+	Arguments map[string]any `json:"arguments"` // JSON-compatible values; nil is {}
+}
+
+// DecodeRules decodes the JSON form of rules, one raw JSON object per rule (a scenario's
+// LLM.Rules), refusing unknown fields. Numbers are kept exactly as written (json.Number). It
+// does not validate the rules: NewScripted does.
+func DecodeRules(raw []json.RawMessage) ([]Rule, error) {
+	rules := make([]Rule, 0, len(raw))
+	for i, r := range raw {
+		dec := json.NewDecoder(bytes.NewReader(r))
+		dec.DisallowUnknownFields()
+		dec.UseNumber()
+		var rule Rule
+		if err := dec.Decode(&rule); err != nil {
+			return nil, fmt.Errorf("%w: scripted model rules[%d]: %v (a rule is {when: {...}, reply: TEXT} or {when: {...}, tool_calls: [{name, arguments}]})", ErrConfig, i, err)
+		}
+		rules = append(rules, rule)
+	}
+	return rules, nil
+}
+
+// Scripted is a deterministic test double: answers come from rules in the scenario file, never
+// from a real model. The same request always gets a byte-identical response. A Scripted is
+// immutable once made and safe for concurrent use.
+type Scripted struct {
+	name    string
+	rules   []scriptedRule
+	summary string // the rules' conditions, for ErrNoRule's message
+}
+
+var _ Model = (*Scripted)(nil)
+
+// scriptedRule is a validated Rule, its arguments normalized to JSON values with references
+// parsed.
+type scriptedRule struct {
+	when  Match
+	reply string
+	calls []scriptedCall
+}
+
+type scriptedCall struct {
+	name string
+	args any    // map[string]any of JSON values, *reference and json.Number
+	json string // canonical arguments when they hold no reference
+	refs bool
+	path string // "rules[i].tool_calls[j].arguments", for messages
+}
+
+// reference is a parsed "$path" argument value.
+type reference struct {
+	text string   // as written
+	path []string // nil for the whole object
+}
+
+// knownRoles are the roles a last_role condition may name.
+var knownRoles = []string{"system", "developer", "user", "assistant", "tool"}
+
+// NewScripted validates rules and returns the scripted model. name is what Name returns and what
+// responses carry as their model ("" means "scripted"). Each rule needs exactly one of a
+// non-empty Reply or ToolCalls; each tool call a name; last_role a known role; references valid
+// syntax. Errors wrap ErrConfig and name the rule (rules[i]). No rules at all is allowed: every
+// request then fails with ErrNoRule.
+func NewScripted(name string, rules []Rule) (*Scripted, error) {
+	if name == "" {
+		name = ProviderScripted
+	}
+	s := &Scripted{name: name, rules: make([]scriptedRule, 0, len(rules))}
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%w: scripted model "+format, append([]any{ErrConfig}, args...)...))
+	}
+	for i, r := range rules {
+		sr := scriptedRule{when: r.When, reply: r.Reply}
+		if r.When.LastRole != "" && !slices.Contains(knownRoles, r.When.LastRole) {
+			bad("rules[%d].when.last_role: unknown role %q (want one of %s)", i, r.When.LastRole, strings.Join(knownRoles, ", "))
+		}
+		switch {
+		case r.Reply != "" && len(r.ToolCalls) > 0:
+			bad("rules[%d]: reply and tool_calls are both set; set exactly one", i)
+		case r.Reply == "" && len(r.ToolCalls) == 0:
+			bad("rules[%d]: set a non-empty reply or tool_calls", i)
+		}
+		for j, c := range r.ToolCalls {
+			path := fmt.Sprintf("rules[%d].tool_calls[%d]", i, j)
+			if c.Name == "" {
+				bad("%s.name: must not be empty", path)
+			}
+			sc, err := compileCall(c, path+".arguments")
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%w: scripted model %w", ErrConfig, err))
+				continue
+			}
+			sr.calls = append(sr.calls, sc)
+		}
+		s.rules = append(s.rules, sr)
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	s.summary = summarize(rules)
+	return s, nil
+}
+
+// compileCall normalizes a call's arguments to JSON values (a deep copy, so later changes to
+// the caller's maps do not reach the model) and parses the references in them.
+func compileCall(c ScriptedCall, path string) (scriptedCall, error) {
+	sc := scriptedCall{name: c.Name, path: path}
+	raw, err := json.Marshal(c.Arguments)
+	if err != nil {
+		return sc, fmt.Errorf("%s: not JSON-compatible: %v", path, err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var args any
+	if err := dec.Decode(&args); err != nil {
+		return sc, fmt.Errorf("%s: not JSON-compatible: %v", path, err)
+	}
+	if args == nil {
+		args = map[string]any{}
+	}
+	args, err = parseRefs(args, path, &sc.refs)
+	if err != nil {
+		return sc, err
+	}
+	sc.args = args
+	if !sc.refs {
+		text, err := canonicalJSON(args)
+		if err != nil {
+			return sc, fmt.Errorf("%s: %v", path, err)
+		}
+		sc.json = text
+	}
+	return sc, nil
+}
+
+// parseRefs replaces, in a JSON value, every reference string by a *reference and every
+// escaped "$$..." string by its literal.
+func parseRefs(v any, path string, found *bool) (any, error) {
+	switch v := v.(type) {
+	case map[string]any:
+		// Sorted, so that of several bad references the same one is always reported.
+		for _, k := range slices.Sorted(maps.Keys(v)) {
+			nv, err := parseRefs(v[k], path+"."+k, found)
+			if err != nil {
+				return nil, err
+			}
+			v[k] = nv
+		}
+		return v, nil
+	case []any:
+		for i, item := range v {
+			nv, err := parseRefs(item, path+"["+strconv.Itoa(i)+"]", found)
+			if err != nil {
+				return nil, err
+			}
+			v[i] = nv
+		}
+		return v, nil
+	case string:
+		if !strings.HasPrefix(v, "$") {
+			return v, nil
+		}
+		if strings.HasPrefix(v, "$$") {
+			return v[1:], nil
+		}
+		ref, err := parseReference(v)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %v", path, err)
+		}
+		*found = true
+		return ref, nil
+	}
+	return v, nil
+}
+
+// parseReference parses "$.", "$a.b.c" or "$.a.b.c".
+func parseReference(text string) (*reference, error) {
+	rest := text[1:]
+	if rest == "." {
+		return &reference{text: text}, nil
+	}
+	rest = strings.TrimPrefix(rest, ".")
+	if rest == "" {
+		return nil, fmt.Errorf("invalid reference %q: write $. for the whole object, $path.to.field for a field, or $$ for a literal $", text)
+	}
+	path := strings.Split(rest, ".")
+	for _, seg := range path {
+		if seg == "" {
+			return nil, fmt.Errorf("invalid reference %q: empty field name between dots (write $$ at the start for a literal $)", text)
+		}
+	}
+	return &reference{text: text, path: path}, nil
+}
+
+// summarize lists the rules' conditions for ErrNoRule's message.
+func summarize(rules []Rule) string {
+	if len(rules) == 0 {
+		return "none; add rules to the scenario's llm.rules"
+	}
+	parts := make([]string, len(rules))
+	for i, r := range rules {
+		parts[i] = fmt.Sprintf("[%d] %s", i, describeMatch(r.When))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func describeMatch(m Match) string {
+	var conds []string
+	if m.LastMessageContains != "" {
+		conds = append(conds, fmt.Sprintf("last_message_contains: %q", m.LastMessageContains))
+	}
+	if m.LastRole != "" {
+		conds = append(conds, "last_role: "+m.LastRole)
+	}
+	if m.ToolOffered != "" {
+		conds = append(conds, "tool_offered: "+m.ToolOffered)
+	}
+	return "{" + strings.Join(conds, ", ") + "}"
+}
+
+// Provider returns "scripted".
+func (s *Scripted) Provider() string { return ProviderScripted }
+
+// Name returns the name given to NewScripted ("scripted" by default).
+func (s *Scripted) Name() string { return s.name }
+
+// Complete answers req with the first rule that matches it. The response is deterministic: its
+// ID is derived from the request, Created is 0 (the gateway may stamp it), tool call ids are
+// call_1, call_2, … within the response, arguments are canonical JSON (sorted keys, no HTML
+// escaping), and Usage is estimated as (len+3)/4 tokens per text: the prompt counts every
+// message's content, the JSON of every message's tool calls and the JSON of the tools offered;
+// the completion counts the reply or the JSON of the tool calls answered.
+//
+// No rule matching is an error wrapping ErrNoRule; a reference that cannot be resolved, one
+// wrapping ErrReference.
+func (s *Scripted) Complete(ctx context.Context, req protocol.ChatRequest) (protocol.ChatResponse, error) {
+	if err := ctx.Err(); err != nil {
+		return protocol.ChatResponse{}, fmt.Errorf("scripted model: %w", err)
+	}
+	var last protocol.ChatMessage
+	if n := len(req.Messages); n > 0 {
+		last = req.Messages[n-1]
+	}
+	rule := s.match(req, last)
+	if rule == nil {
+		return protocol.ChatResponse{}, fmt.Errorf("%w the last message %q (role %q; tools offered: %s; rules: %s); add a rule that matches it, or a default rule with when: {} at the end",
+			ErrNoRule, clip(last.Content.Text, 200), last.Role, offered(req), s.summary)
+	}
+
+	msg := protocol.ChatMessage{Role: "assistant"}
+	finish := "stop"
+	var completion string
+	if len(rule.calls) == 0 {
+		msg.Content = protocol.MessageContent{Text: rule.reply}
+		completion = rule.reply
+	} else {
+		finish = "tool_calls"
+		msg.Content = protocol.MessageContent{Null: true}
+		var obj map[string]any
+		var objErr error
+		objFound := false
+		for i, c := range rule.calls {
+			args := c.json
+			if c.refs {
+				if !objFound {
+					obj, objErr = firstJSONObject(last.Content.Text)
+					objFound = true
+				}
+				if objErr != nil {
+					return protocol.ChatResponse{}, fmt.Errorf("%w: %s: %v", ErrReference, c.path, objErr)
+				}
+				v, err := resolve(c.args, obj, c.path)
+				if err != nil {
+					return protocol.ChatResponse{}, err
+				}
+				if args, err = canonicalJSON(v); err != nil {
+					return protocol.ChatResponse{}, fmt.Errorf("scripted model: %s: %w", c.path, err)
+				}
+			}
+			msg.ToolCalls = append(msg.ToolCalls, protocol.ChatToolCall{
+				ID:       "call_" + strconv.Itoa(i+1),
+				Type:     "function",
+				Function: protocol.ChatFunctionCall{Name: c.name, Arguments: args},
+			})
+		}
+		b, err := json.Marshal(msg.ToolCalls)
+		if err != nil {
+			return protocol.ChatResponse{}, fmt.Errorf("scripted model: encode tool calls: %w", err)
+		}
+		completion = string(b)
+	}
+
+	prompt, err := promptTokens(req)
+	if err != nil {
+		return protocol.ChatResponse{}, err
+	}
+	id, err := responseID(s.name, req)
+	if err != nil {
+		return protocol.ChatResponse{}, err
+	}
+	completionTokens := estimateTokens(completion)
+	return protocol.ChatResponse{
+		ID:      id,
+		Object:  "chat.completion",
+		Created: 0,
+		Model:   s.name,
+		Choices: []protocol.ChatChoice{{Index: 0, Message: msg, FinishReason: finish}},
+		Usage: &protocol.ChatUsage{
+			PromptTokens:     prompt,
+			CompletionTokens: completionTokens,
+			TotalTokens:      prompt + completionTokens,
+		},
+	}, nil
+}
+
+// match returns the first rule whose every set condition holds, or nil.
+func (s *Scripted) match(req protocol.ChatRequest, last protocol.ChatMessage) *scriptedRule {
+	for i := range s.rules {
+		w := s.rules[i].when
+		if w.LastMessageContains != "" && !strings.Contains(last.Content.Text, w.LastMessageContains) {
+			continue
+		}
+		if w.LastRole != "" && last.Role != w.LastRole {
+			continue
+		}
+		if w.ToolOffered != "" && !slices.ContainsFunc(req.Tools, func(t protocol.ChatTool) bool { return t.Function.Name == w.ToolOffered }) {
+			continue
+		}
+		return &s.rules[i]
+	}
+	return nil
+}
+
+func offered(req protocol.ChatRequest) string {
+	if len(req.Tools) == 0 {
+		return "none"
+	}
+	names := make([]string, len(req.Tools))
+	for i, t := range req.Tools {
+		names[i] = t.Function.Name
+	}
+	return strings.Join(names, ", ")
+}
+
+// clip shortens s to at most n characters, marking the cut.
+func clip(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	return string([]rune(s)[:n]) + "…"
+}
+
+// firstJSONObject returns the first JSON object in text: decoding from each '{' in turn, the
+// first that decodes to an object wins.
+func firstJSONObject(text string) (map[string]any, error) {
+	off := 0
+	for tries := 0; tries < maxObjectStarts; tries++ {
+		i := strings.IndexByte(text[off:], '{')
+		if i < 0 {
+			break
+		}
+		off += i
+		dec := json.NewDecoder(strings.NewReader(text[off:]))
+		dec.UseNumber()
+		var obj map[string]any
+		if err := dec.Decode(&obj); err == nil && obj != nil {
+			return obj, nil
+		}
+		off++
+	}
+	return nil, fmt.Errorf("the last message holds no JSON object to resolve references against (last message %q)", clip(text, 200))
+}
+
+// resolve replaces the references in v (a compiled argument value) by their values in obj.
+func resolve(v any, obj map[string]any, path string) (any, error) {
+	switch v := v.(type) {
+	case *reference:
+		return lookup(obj, v, path)
+	case map[string]any:
+		out := make(map[string]any, len(v))
+		for _, k := range slices.Sorted(maps.Keys(v)) {
+			r, err := resolve(v[k], obj, path+"."+k)
+			if err != nil {
+				return nil, err
+			}
+			out[k] = r
+		}
+		return out, nil
+	case []any:
+		out := make([]any, len(v))
+		for i, item := range v {
+			r, err := resolve(item, obj, path+"["+strconv.Itoa(i)+"]")
+			if err != nil {
+				return nil, err
+			}
+			out[i] = r
+		}
+		return out, nil
+	}
+	return v, nil
+}
+
+// lookup follows a reference's path inside obj.
+func lookup(obj map[string]any, ref *reference, path string) (any, error) {
+	var cur any = obj
+	for i, seg := range ref.path {
+		where := "$." + strings.Join(ref.path[:i], ".")
+		switch c := cur.(type) {
+		case map[string]any:
+			next, ok := c[seg]
+			if !ok {
+				return nil, fmt.Errorf("%w: %s: %q: the last message's JSON object has no field %q at %s (fields there: %s; write $$ for a literal $)",
+					ErrReference, path, ref.text, seg, where, keys(c))
+			}
+			cur = next
+		case []any:
+			n, err := strconv.Atoi(seg)
+			if err != nil || n < 0 || n >= len(c) {
+				return nil, fmt.Errorf("%w: %s: %q: %s is a list of %d, and %q is not an index into it",
+					ErrReference, path, ref.text, where, len(c), seg)
+			}
+			cur = c[n]
+		default:
+			return nil, fmt.Errorf("%w: %s: %q: %s is %s, which has no field %q",
+				ErrReference, path, ref.text, where, describeJSON(cur), seg)
+		}
+	}
+	return cur, nil
+}
+
+func keys(m map[string]any) string {
+	if len(m) == 0 {
+		return "none"
+	}
+	return strings.Join(slices.Sorted(maps.Keys(m)), ", ")
+}
+
+func describeJSON(v any) string {
+	switch v := v.(type) {
+	case nil:
+		return "null"
+	case string:
+		return fmt.Sprintf("the string %q", clip(v, 40))
+	case bool:
+		return "a boolean"
+	case json.Number:
+		return "the number " + v.String()
+	}
+	return "a value"
+}
+
+// canonicalJSON encodes v with sorted keys, no insignificant space and no HTML escaping.
+func canonicalJSON(v any) (string, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return "", fmt.Errorf("encode arguments: %w", err)
+	}
+	return strings.TrimSuffix(buf.String(), "\n"), nil
+}
+
+// promptTokens estimates a request's prompt: each message's content, the JSON of each
+// message's tool calls, and the JSON of the tools offered.
+func promptTokens(req protocol.ChatRequest) (int, error) {
+	n := 0
+	for _, m := range req.Messages {
+		n += estimateTokens(m.Content.Text)
+		if len(m.ToolCalls) > 0 {
+			b, err := json.Marshal(m.ToolCalls)
+			if err != nil {
+				return 0, fmt.Errorf("scripted model: encode tool calls of a %s message: %w", m.Role, err)
+			}
+			n += estimateTokens(string(b))
+		}
+	}
+	if len(req.Tools) > 0 {
+		b, err := json.Marshal(req.Tools)
+		if err != nil {
+			return 0, fmt.Errorf("scripted model: encode tools: %w", err)
+		}
+		n += estimateTokens(string(b))
+	}
+	return n, nil
+}
+
+// responseID derives a response's ID from the model's name and the request.
+func responseID(name string, req protocol.ChatRequest) (string, error) {
+	b, err := json.Marshal(req)
+	if err != nil {
+		return "", fmt.Errorf("scripted model: encode request: %w", err)
+	}
+	h := sha256.New()
+	h.Write([]byte(name))
+	h.Write([]byte{0})
+	h.Write(b)
+	return "chatcmpl-scripted-" + hex.EncodeToString(h.Sum(nil)[:12]), nil
+}
+
+// estimateTokens is the deterministic token estimate of the scripted model: four bytes a token,
+// rounded up. (The package's exported TokenEstimate uses the same rule.)
+func estimateTokens(s string) int { return (len(s) + 3) / 4 }
