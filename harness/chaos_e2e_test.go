@@ -80,6 +80,18 @@ var _ = Describe("every fault kind against the real engine and real connections"
 		Entry("clock-jump", "clock-jump:6h@step:2", 1, func(res *harness.Result, _ []harness.AttemptLog) {
 			Expect(res.VirtualMS).To(Equal((6 * time.Hour).Milliseconds()))
 		}, SpecTimeout(2*time.Minute)),
+		Entry("llm-429: the agent waits out Retry-After (in virtual time) and asks again", "llm-429:30s@llm:1", 1, func(res *harness.Result, _ []harness.AttemptLog) {
+			Expect(res.VirtualMS).To(Equal((30 * time.Second).Milliseconds()))
+			Expect(res.LLM.Calls).To(Equal(1), "the 429 never reached the model")
+		}, SpecTimeout(2*time.Minute)),
+		Entry("llm-5xx: the agent asks again", "llm-5xx@llm:1", 1, nil, SpecTimeout(2*time.Minute)),
+		Entry("llm-timeout: the call is held, its connection reset, the agent asks again", "llm-timeout@llm:1", 1, nil, SpecTimeout(2*time.Minute)),
+		Entry("llm-truncated: the agent asks again for the whole answer", "llm-truncated@llm:1", 1, func(res *harness.Result, _ []harness.AttemptLog) {
+			Expect(res.LLM.Calls).To(Equal(2))
+		}, SpecTimeout(2*time.Minute)),
+		Entry("llm-malformed-tool-call: the agent answers the model with the error and asks again", "llm-malformed-tool-call@llm:1", 1, func(res *harness.Result, _ []harness.AttemptLog) {
+			Expect(res.LLM.Calls).To(Equal(2))
+		}, SpecTimeout(2*time.Minute)),
 		Entry("kill landing after the world acted, before the result is journaled", "kill@effect:3", 2, func(res *harness.Result, _ []harness.AttemptLog) {
 			Expect(res.Effects.Executed).To(Equal(5))
 			Expect(res.Effects.Deduplicated).To(Equal(1), "the repeat of effect 3 is answered from the journal")
@@ -201,5 +213,54 @@ var _ = Describe("shrink", func() {
 		Expect(err).NotTo(HaveOccurred())
 		_, err = h.Shrink(ctx, harness.ShrinkRequest{RunID: res.RunID})
 		Expect(err).To(MatchError(harness.ErrNotFailing))
+	}, SpecTimeout(2*time.Minute))
+})
+
+var _ = Describe("the LLM path in real runs", func() {
+	It("records every exchange, and a replay from the recording gives the same history", func(ctx SpecContext) {
+		h := newHarness(ctx, nil)
+		res, err := h.Run(ctx, harness.RunRequest{Scenario: deploy(), Faults: faults("kill@step:2", "api-version:v2@step:3")})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res.Verdict).To(Equal(harness.VerdictPass), res.Reason)
+		Expect(res.LLM).NotTo(BeNil())
+		Expect(res.LLM.TestDouble).To(BeTrue())
+		Expect(res.LLM.Calls).To(BeNumerically(">=", 2), "a plan, and a correction after the API change")
+
+		again, err := h.Run(ctx, harness.RunRequest{Scenario: deploy(), LLM: "replay:" + res.RunID, ReplayFaults: res.RunID})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(again.Verdict).To(Equal(harness.VerdictPass), again.Reason)
+		Expect(again.LLM.Provider).To(Equal("replay"))
+		Expect(again.LLM.Calls).To(Equal(res.LLM.Calls))
+		Expect(again.HistoryDigest).To(Equal(res.HistoryDigest))
+	}, SpecTimeout(3*time.Minute))
+
+	It("ends a run whose LLM budget is spent with fail and the reason", func(ctx SpecContext) {
+		raw, ok := builtin.Lookup("deploy")
+		Expect(ok).To(BeTrue())
+		s, err := scenarios.Parse("deploy-budget.yaml", []byte(strings.Replace(string(raw), "budget: {calls: 40}", "budget: {calls: 1}", 1)))
+		Expect(err).NotTo(HaveOccurred())
+		h := newHarness(ctx, nil)
+		res, err := h.Run(ctx, harness.RunRequest{Scenario: s, Faults: faults("api-version:v2@step:1")})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res.Verdict).To(Equal(harness.VerdictFail))
+		Expect(res.Reason).To(ContainSubstring("LLM budget: 1 calls spent"))
+	}, SpecTimeout(2*time.Minute))
+
+	It("builds the sandbox's environment from scratch: the run token, never the harness's provider keys", func(ctx SpecContext) {
+		GinkgoT().Setenv("OPENAI_API_KEY", "sk-host-secret-never-in-a-sandbox")
+		GinkgoT().Setenv("ANTHROPIC_API_KEY", "sk-ant-host-secret")
+		GinkgoT().Setenv("HARNESS_ONLY_SENTINEL", "from-the-harness")
+		h := newHarness(ctx, nil)
+		s := deployWith("  env: {binary: " + testBinary + ", args: [env]}\n")
+		res, err := h.Run(ctx, harness.RunRequest{Scenario: s, Agent: "env", MaxAttempts: 1})
+		Expect(err).NotTo(HaveOccurred())
+		logs, err := h.Logs(res.RunID)
+		Expect(err).NotTo(HaveOccurred())
+		out := logs[0].Stdout
+		Expect(out).To(ContainSubstring("OPENAI_BASE_URL=http://127.0.0.1:7070/v1/llm"))
+		Expect(out).To(MatchRegexp(`OPENAI_API_KEY=[0-9a-f]{64}`), "the key an OpenAI client inside sees is the attempt's token")
+		Expect(out).NotTo(ContainSubstring("sk-host-secret"))
+		Expect(out).NotTo(ContainSubstring("ANTHROPIC_API_KEY"))
+		Expect(out).NotTo(ContainSubstring("HARNESS_ONLY_SENTINEL"), "nothing of the harness's environment is inherited")
 	}, SpecTimeout(2*time.Minute))
 })

@@ -49,6 +49,10 @@ func main() {
 		fmt.Fprintln(os.Stderr, args[1])
 		code, _ := strconv.Atoi(args[2])
 		os.Exit(code)
+	case "env": // print the environment, one variable a line
+		for _, kv := range os.Environ() {
+			fmt.Println(kv)
+		}
 	case "sleep":
 		d, err := time.ParseDuration(args[0])
 		if err != nil {
