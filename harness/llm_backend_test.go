@@ -285,4 +285,3 @@ var _ = Describe("the LLM endpoint with real OpenAI clients", func() {
 		Expect(apiErr.Message).To(ContainSubstring(`message 1 differs: recorded {"content":"hi","role":"user"}, got {"content":"something else","role":"user"}`))
 	})
 })
-
