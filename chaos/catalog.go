@@ -20,6 +20,8 @@ var (
 	onceTriggers = []TriggerType{TriggerStep, TriggerEffect, TriggerTime}
 	llmTriggers  = []TriggerType{TriggerLLM, TriggerStep, TriggerEffect, TriggerTime, TriggerEvery, TriggerRate}
 	llmOnly      = []TriggerType{TriggerLLM}
+	// A world fault drawn at random lands on an effect, so an effect meets it.
+	effectOnly = []TriggerType{TriggerEffect}
 )
 
 // Default returns a registry holding every fault kind this version ships.
@@ -166,7 +168,7 @@ func builtinKinds() []Kind {
 			Draw: noArg,
 		},
 		{
-			Name: "api-version", Group: "world", Triggers: onceTriggers, Example: "api-version:v2@t:4d",
+			Name: "api-version", Group: "world", DrawTriggers: effectOnly, DefaultPhase: PhaseBefore, Triggers: onceTriggers, Example: "api-version:v2@t:4d",
 			Arg: "the world API version to switch to", ArgNeed: true,
 			Duration: DurationOptional,
 			Summary:  "the world's API moves to another version (renamed fields, removed endpoints answering 410, new required fields, changed auth); with /DURATION it moves back",
@@ -174,7 +176,7 @@ func builtinKinds() []Kind {
 			Draw:     func(*rand.Rand, Reach) (string, time.Duration) { return "v2", 0 },
 		},
 		{
-			Name: "effect-5xx", Group: "world", Triggers: anyTrigger, Example: "effect-5xx@effect:2",
+			Name: "effect-5xx", Group: "world", DrawTriggers: effectOnly, Triggers: anyTrigger, Example: "effect-5xx@effect:2",
 			Duration:     DurationOptional,
 			DefaultPhase: PhaseBefore,
 			Summary:      "answer effects with a transient 503 before they reach the world: the next one, or every one for /DURATION",
@@ -184,7 +186,7 @@ func builtinKinds() []Kind {
 			Draw: noArg,
 		},
 		{
-			Name: "effect-slow", Group: "world", Triggers: anyTrigger, Example: "effect-slow:1s@effect:3",
+			Name: "effect-slow", Group: "world", DrawTriggers: effectOnly, Triggers: anyTrigger, Example: "effect-slow:1s@effect:3",
 			Arg: "how long to hold the effect, real time, at most 5s", ArgNeed: true,
 			Duration:     DurationOptional,
 			DefaultPhase: PhaseBefore,
@@ -296,6 +298,12 @@ func (f *versionFault) Inject(ctx context.Context, t Target) error {
 	f.from = prev
 	return err
 }
+
+// State implements Stateful: the version to return to.
+func (f *versionFault) State() string { return f.from }
+
+// Restore implements Stateful.
+func (f *versionFault) Restore(state string) { f.from = state }
 
 func (f *versionFault) Undo(ctx context.Context, t Target) error {
 	if f.from == "" {

@@ -110,6 +110,15 @@ type Undoer interface {
 	Undo(ctx context.Context, t Target) error
 }
 
+// Stateful is implemented by faults that keep what they need to undo
+// themselves (say, the API version to return to). The harness journals
+// State after Inject and hands it back with Restore after a restart, so a
+// fault heals correctly even when the harness died in between.
+type Stateful interface {
+	State() string
+	Restore(state string)
+}
+
 // DurationRule says whether a kind takes a /DURATION.
 type DurationRule int
 

@@ -167,7 +167,11 @@ func RandomSchedule(rng *rand.Rand, reg *Registry, reach Reach, n int) ([]Spec, 
 			s.Trigger = Trigger{Type: tt, N: 1 + rng.IntN(reach.Steps)}
 		case TriggerEffect:
 			s.Trigger = Trigger{Type: tt, N: 1 + rng.IntN(reach.Effects)}
-			s.Trigger.Phase = []Phase{PhaseDefault, PhaseBefore, PhaseAfter}[rng.IntN(3)]
+			if k.DefaultPhase == PhaseDefault {
+				// Kinds that land where they must (an effect toxic before the
+				// effect it fails) keep their own phase.
+				s.Trigger.Phase = []Phase{PhaseDefault, PhaseBefore, PhaseAfter}[rng.IntN(3)]
+			}
 		case TriggerLLM:
 			s.Trigger = Trigger{Type: tt, N: 1 + rng.IntN(reach.LLMCalls)}
 		case TriggerTime:

@@ -92,6 +92,13 @@ var _ = Describe("every fault kind against the real engine and real connections"
 		Entry("llm-malformed-tool-call: the agent answers the model with the error and asks again", "llm-malformed-tool-call@llm:1", 1, func(res *harness.Result, _ []harness.AttemptLog) {
 			Expect(res.LLM.Calls).To(Equal(2))
 		}, SpecTimeout(2*time.Minute)),
+		Entry("effect-5xx for an hour: the agent waits in virtual time and retries until it heals", "effect-5xx@effect:2/1h", 1, func(res *harness.Result, _ []harness.AttemptLog) {
+			Expect(res.VirtualMS).To(BeNumerically(">=", time.Hour.Milliseconds()))
+			Expect(res.Effects.Executed).To(Equal(5))
+		}, SpecTimeout(2*time.Minute)),
+		Entry("llm-5xx for an hour: the agent waits in virtual time and asks again", "llm-5xx@llm:1/1h", 1, func(res *harness.Result, _ []harness.AttemptLog) {
+			Expect(res.VirtualMS).To(BeNumerically(">=", time.Hour.Milliseconds()))
+		}, SpecTimeout(2*time.Minute)),
 		Entry("kill landing after the world acted, before the result is journaled", "kill@effect:3", 2, func(res *harness.Result, _ []harness.AttemptLog) {
 			Expect(res.Effects.Executed).To(Equal(5))
 			Expect(res.Effects.Deduplicated).To(Equal(1), "the repeat of effect 3 is answered from the journal")
@@ -124,11 +131,37 @@ var _ = Describe("every fault kind against the real engine and real connections"
 		left, err := harnesstest.Containers(ctx, docker, h.StateDir())
 		Expect(err).NotTo(HaveOccurred())
 		Expect(left).To(BeEmpty(), "no container, paused or not, is left behind")
-		Expect(progress.String()).To(ContainSubstring("fault pause@step:1/1h healed"))
-		Expect(progress.String()).To(ContainSubstring("fault netdrop@step:1/1h healed"))
+		// Undone physically, but not healed: the faults still last their
+		// hour of virtual time once the run is resumed.
+		Expect(progress.String()).NotTo(ContainSubstring("healed"))
 		res, err := h.Resume(ctx, runID)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(res.Verdict).To(Equal(harness.VerdictPass), res.Reason)
+		drop := faultResult(res, "netdrop")
+		Expect(*drop.HealedVirtualMS-*drop.AppliedVirtualMS).To(Equal(time.Hour.Milliseconds()), "the outage heals on schedule after the resume")
+	}, SpecTimeout(2*time.Minute))
+})
+
+var _ = Describe("overlapping faults", func() {
+	It("lets the most severe fault on the link act, and says a covered one was never met", func(ctx SpecContext) {
+		h := newHarness(ctx, nil)
+		res, err := h.Run(ctx, harness.RunRequest{Scenario: deploy(), Faults: faults("netdrop@step:1/1h", "latency:10ms@step:1/10m")})
+		Expect(err).NotTo(HaveOccurred())
+		drop, lat := faultResult(res, "netdrop"), faultResult(res, "latency")
+		Expect(drop.Met).To(BeTrue(), drop.MetDetail)
+		Expect(*drop.HealedVirtualMS).To(Equal(time.Hour.Milliseconds()), "the outage lasts its hour")
+		Expect(lat.Met).To(BeFalse())
+		Expect(lat.MetDetail).To(ContainSubstring("covered"))
+		Expect(res.Verdict).To(Equal(harness.VerdictUnknown), "a fault the agent never met tested nothing")
+	}, SpecTimeout(2*time.Minute))
+
+	It("gives a window toxic back its place after a one-shot toxic on the same path", func(ctx SpecContext) {
+		h := newHarness(ctx, nil)
+		res, err := h.Run(ctx, harness.RunRequest{Scenario: deploy(), Faults: faults("effect-slow:50ms@effect:1/1h", "effect-5xx@effect:2")})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res.Verdict).To(Equal(harness.VerdictPass), "%s %+v", res.Reason, res.Faults)
+		Expect(faultResult(res, "effect-slow").Met).To(BeTrue())
+		Expect(faultResult(res, "effect-5xx").Met).To(BeTrue())
 	}, SpecTimeout(2*time.Minute))
 })
 
@@ -173,6 +206,28 @@ var _ = Describe("the week scenario", func() {
 		}
 		Expect(ds).To(Equal(as))
 	}, SpecTimeout(3*time.Minute))
+
+	It("is deterministic under --chaos random too, and across seeds", func(ctx SpecContext) {
+		h := newHarness(ctx, nil)
+		digests := map[int64][]string{}
+		for _, seed := range []int64{1, 2, 7} {
+			for i := 0; i < 2; i++ {
+				sd := seed
+				res, err := h.Run(ctx, harness.RunRequest{Scenario: week(), Seed: &sd, RandomFaults: 6})
+				Expect(err).NotTo(HaveOccurred())
+				digests[seed] = append(digests[seed], res.HistoryDigest+" "+res.Verdict)
+			}
+			Expect(digests[seed][0]).To(Equal(digests[seed][1]), "seed %d", seed)
+		}
+	}, SpecTimeout(3*time.Minute))
+
+	It("survives an API change that is rolled back a day later: the agent forgets what it learned", func(ctx SpecContext) {
+		h := newHarness(ctx, nil)
+		res, err := h.Run(ctx, harness.RunRequest{Scenario: week(), Faults: faults("api-version:v2@t:12h/1d")})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res.Verdict).To(Equal(harness.VerdictPass), "%s %+v", res.Reason, res.Faults)
+		Expect(*res.Faults[0].HealedVirtualMS).To(Equal((36 * time.Hour).Milliseconds()))
+	}, SpecTimeout(2*time.Minute))
 
 	It("fails the naive maintainer", func(ctx SpecContext) {
 		h := newHarness(ctx, nil)

@@ -28,7 +28,9 @@ type faultState struct {
 	active     bool      // fired and not yet healed
 	healAt     time.Time // when an active fault with a duration heals
 	linkBefore chaos.LinkStats
-	intents    int // effect intents journaled when it fired
+	linkHits   int64 // connections and responses hit while it was the link's acting fault
+	acted      bool  // it acted at some point (a more severe fault may cover it all along)
+	intents    int   // effect intents journaled when it fired
 }
 
 // at is when a t: fault fires.
@@ -62,13 +64,29 @@ func (r *run) fire(ctx context.Context, f *faultState) {
 	}
 	_ = r.appendEventLocked(ctx, "harness.fault", fmt.Sprintf("fault %s applied (attempt %d)", f.rec.Spec, r.current), map[string]any{"fault": f.rec.Spec})
 	r.h.progress("fault %s applied at +%s virtual (attempt %d)", f.rec.Spec, chaos.FormatDuration(r.clock.Sub(r.rec.VirtualStart)), r.current)
-	if r.link != nil {
-		f.linkBefore = r.link.Stats()
-	}
 	f.intents = r.intents
-	r.firing = f
-	err := f.fault.Inject(ctx, runTarget{r})
-	r.firing = nil
+	target := r.targetOf(f.spec.Kind)
+	stacked := target != "" && f.spec.Duration > 0
+	covered := false
+	if stacked {
+		// Faults on one target stack: the most severe acts (the newest
+		// among equals), the one it covers resumes when it heals, and each
+		// is credited only with what hit the agent while it was acting.
+		if top := r.top(target); top != nil {
+			if severity[top.spec.Kind] > severity[f.spec.Kind] {
+				covered = true
+			} else {
+				r.suspend(top)
+			}
+		}
+	}
+	var err error
+	if !covered {
+		r.resumeEvidence(f)
+		r.firing = f
+		err = f.fault.Inject(ctx, runTarget{r})
+		r.firing = nil
+	}
 	if err != nil {
 		r.log.Error("inject fault", "fault", f.rec.Spec, "err", err)
 		f.rec.Error = err.Error()
@@ -80,6 +98,12 @@ func (r *run) fire(ctx context.Context, f *faultState) {
 	if f.spec.Duration > 0 {
 		f.active, f.healAt = true, r.clock.Add(f.spec.Duration)
 	}
+	if stacked {
+		r.stacks[target] = append(r.stacks[target], f)
+	}
+	if sf, ok := f.fault.(chaos.Stateful); ok {
+		f.rec.State = sf.State()
+	}
 	r.saveFault(ctx, f)
 }
 
@@ -88,16 +112,34 @@ func (r *run) fire(ctx context.Context, f *faultState) {
 func (r *run) heal(ctx context.Context, f *faultState) {
 	f.active = false
 	f.rec.HealedVirtual = r.clock
-	if u, ok := f.fault.(chaos.Undoer); ok {
-		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		if err := u.Undo(uctx, runTarget{r}); err != nil {
-			r.log.Warn("heal fault", "fault", f.rec.Spec, "err", err)
+	target := r.targetOf(f.spec.Kind)
+	wasTop := target == "" || r.top(target) == f
+	if wasTop {
+		r.suspend(f)
+		if u, ok := f.fault.(chaos.Undoer); ok {
+			uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			if err := u.Undo(uctx, runTarget{r}); err != nil {
+				r.log.Warn("heal fault", "fault", f.rec.Spec, "err", err)
+			}
+			cancel()
 		}
-		cancel()
 	}
-	if r.link != nil && chaosGroup(f.spec.Kind) == "network" {
-		after := r.link.Stats()
-		hit := (after.Reset - f.linkBefore.Reset) + (after.Blackholed - f.linkBefore.Blackholed) + (after.Delayed - f.linkBefore.Delayed)
+	if target != "" {
+		r.unstack(target, f)
+		if next := r.top(target); wasTop && next != nil {
+			// The fault this one covered acts again.
+			r.resumeEvidence(next)
+			r.firing = next
+			if err := next.fault.Inject(ctx, runTarget{r}); err != nil {
+				r.log.Warn("re-apply fault", "fault", next.rec.Spec, "err", err)
+			}
+			r.firing = nil
+		}
+	}
+	if target != "" && !f.acted {
+		f.rec.Met, f.rec.MetDetail = false, "a more severe fault on the same target covered it for its whole duration"
+	} else if target == "link" {
+		hit := f.linkHits
 		switch {
 		case hit > 0:
 			f.rec.Met, f.rec.MetDetail = true, fmt.Sprintf("%d of the agent's connections or responses were hit", hit)
@@ -112,21 +154,106 @@ func (r *run) heal(ctx context.Context, f *faultState) {
 	r.h.progress("fault %s healed at +%s virtual", f.rec.Spec, chaos.FormatDuration(r.clock.Sub(r.rec.VirtualStart)))
 }
 
-func chaosGroup(kind string) string {
-	if k, ok := chaos.Default().Lookup(kind); ok {
-		return k.Group
+// targetOf names what faults of a kind act on, when it holds one state at
+// a time: the link, the effect path, the LLM path ("" otherwise).
+func (r *run) targetOf(kind string) string {
+	k, ok := r.h.opts.Faults.Lookup(kind)
+	switch {
+	case !ok:
+		return ""
+	case k.Group == "network":
+		return "link"
+	case k.Group == "llm":
+		return "llm"
+	case kind == "effect-5xx" || kind == "effect-slow":
+		return "effect"
 	}
 	return ""
 }
 
-// healAll undoes every active fault: at the end of a run, on Ctrl-C, so
-// that no paused container or dropped link is left behind.
-func (r *run) healAll(ctx context.Context) {
+// reapplyTop makes target's acting fault act again (after a one-shot toxic
+// took its place for one call).
+func (r *run) reapplyTop(target string) {
+	f := r.top(target)
+	if f == nil {
+		return
+	}
+	r.firing = f
+	if err := f.fault.Inject(context.Background(), runTarget{r}); err != nil {
+		r.log.Warn("re-apply fault", "fault", f.rec.Spec, "err", err)
+	}
+	r.firing = nil
+}
+
+// severity ranks faults sharing a target: the most severe active one acts
+// (an outage makes latency moot), the newest among equals.
+var severity = map[string]int{
+	"netdrop": 3, "blackhole": 2, "latency": 1,
+	"effect-5xx": 2, "effect-slow": 1,
+	"llm-429": 2, "llm-5xx": 2, "llm-timeout": 2, "llm-truncated": 1, "llm-malformed-tool-call": 1,
+}
+
+// top is the fault acting on target now.
+func (r *run) top(target string) *faultState {
+	var best *faultState
+	for _, f := range r.stacks[target] {
+		if best == nil || severity[f.spec.Kind] >= severity[best.spec.Kind] {
+			best = f
+		}
+	}
+	return best
+}
+
+func (r *run) unstack(target string, f *faultState) {
+	st := r.stacks[target]
+	for i, g := range st {
+		if g == f {
+			r.stacks[target] = append(st[:i:i], st[i+1:]...)
+			return
+		}
+	}
+}
+
+// resumeEvidence starts counting what hits the agent while f acts.
+func (r *run) resumeEvidence(f *faultState) {
+	f.acted = true
+	if r.link != nil {
+		f.linkBefore = r.link.Stats()
+	}
+}
+
+// suspend credits f with what hit the agent since it started acting.
+func (r *run) suspend(f *faultState) {
+	if r.link == nil {
+		return
+	}
+	after := r.link.Stats()
+	f.linkHits += (after.Reset - f.linkBefore.Reset) + (after.Blackholed - f.linkBefore.Blackholed) + (after.Delayed - f.linkBefore.Delayed)
+	f.linkBefore = after
+}
+
+// healAll undoes every active fault so that no paused container or
+// dropped link outlives the harness's drive of the run. At the end of the
+// run (final) the faults are healed for good; on Ctrl-C they are only
+// undone physically and stay active in the journal, so that a resume
+// applies them again until they heal on schedule.
+func (r *run) healAll(ctx context.Context, final bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, f := range r.faults {
-		if f.active {
+		if !f.active {
+			continue
+		}
+		if final {
 			r.heal(context.WithoutCancel(ctx), f)
+			continue
+		}
+		if u, ok := f.fault.(chaos.Undoer); ok {
+			uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			if err := u.Undo(uctx, runTarget{r}); err != nil {
+				r.log.Warn("undo fault", "fault", f.rec.Spec, "err", err)
+			}
+			cancel()
 		}
 	}
 }
@@ -254,9 +381,11 @@ func (r *run) RequestFinished() {
 // idleFallback is how long an attempt that has shown itself may make no
 // request at all before virtual time skips ahead anyway: for agents that
 // wait in real time instead of sleeping through the gateway. It is longer
-// than the SDK's longest retry back-off (1s), so an SDK agent reconnecting
-// after an outage is never overtaken.
-const idleFallback = 2 * time.Second
+// than the SDK's longest retry back-off (1s) and than the longest response
+// a latency fault can hold (2s plus 2s of jitter), so an SDK agent
+// reconnecting after an outage, or waiting for a delayed reply, is never
+// overtaken.
+const idleFallback = 5 * time.Second
 
 // idleLoop jumps virtual time to the next scheduled event when every actor
 // is waiting, as a time-skipping test server does: the agent's container is
@@ -277,10 +406,10 @@ func (r *run) idleLoop(ctx context.Context) {
 		}
 		r.mu.Lock()
 		idle := time.Since(r.lastActivity)
-		cutOff := r.paused != "" || (r.link != nil && (r.link.State() == chaos.LinkDropped || r.link.State() == chaos.LinkBlackholed))
+		cutOff := (r.paused != "" && r.paused == r.container) || (r.link != nil && (r.link.State() == chaos.LinkDropped || r.link.State() == chaos.LinkBlackholed))
 		waiting := r.container != "" && r.inflight == 0 &&
 			((cutOff && idle >= quantum) || (r.seen[r.current] && idle >= idleFallback))
-		if r.ended || !waiting {
+		if r.ended || r.done != nil || !waiting {
 			r.mu.Unlock()
 			continue
 		}
@@ -312,14 +441,15 @@ func (r *run) holdDown(ctx context.Context) error {
 // applyToxic runs the effect path's toxic for the effect being executed,
 // under mu; it returns a failure to answer instead of executing, if any.
 func (r *run) applyToxic() *world.Outcome {
-	tx := r.toxic
+	tx, by := r.toxic, r.toxicFault
 	if tx == (chaos.EffectToxic{}) {
 		return nil
 	}
 	if tx.Once {
 		r.toxic = chaos.EffectToxic{}
+		r.reapplyTop("effect")
 	}
-	if f := r.toxicFault; f != nil && !f.rec.Met {
+	if f := by; f != nil && !f.rec.Met {
 		f.rec.Met, f.rec.MetDetail = true, fmt.Sprintf("hit effect %d", r.intents)
 		r.saveFault(context.Background(), f)
 	}
@@ -551,6 +681,9 @@ func faultsOf(reg *chaos.Registry, recs []FaultRecord) ([]*faultState, error) {
 			return nil, err
 		}
 		fs := &faultState{rec: fr, spec: spec, fault: f, phase: reg.PhaseOf(spec)}
+		if sf, ok := f.(chaos.Stateful); ok && fr.State != "" {
+			sf.Restore(fr.State)
+		}
 		if fr.Applied && spec.Duration > 0 && fr.HealedVirtual.IsZero() && fr.Error == "" {
 			// Fired and not yet healed when the harness stopped: it heals on schedule.
 			fs.active, fs.healAt = true, fr.AppliedVirtual.Add(spec.Duration)

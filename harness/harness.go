@@ -153,7 +153,7 @@ func (h *Harness) progress(format string, args ...any) {
 }
 
 func (h *Harness) crash() error {
-	h.log.Warn("harness-crash fault: killing this process")
+	h.log.Info("harness-crash fault: killing this process")
 	h.opts.Crash()
 	return nil
 }
@@ -401,12 +401,16 @@ func (h *Harness) schedule(req RunRequest, seed int64) ([]string, []chaos.Instan
 	var instances []chaos.Instance
 	switch {
 	case req.ReplayFaults != "":
+		orig, err := h.runRecord(req.ReplayFaults)
+		if err != nil {
+			return nil, nil, err
+		}
+		if orig.Scenario != scen.Name {
+			return nil, nil, fmt.Errorf("--replay-faults %s: that run is of scenario %s, not %s; its fault log is made for it", req.ReplayFaults, orig.Scenario, scen.Name)
+		}
 		recs, err := scan[FaultRecord](h.j, runPrefix(prefixFault, req.ReplayFaults))
 		if err != nil {
 			return nil, nil, fmt.Errorf("read the fault log of run %s: %w", req.ReplayFaults, err)
-		}
-		if _, err := h.runRecord(req.ReplayFaults); err != nil {
-			return nil, nil, err
 		}
 		for _, fr := range recs {
 			s, err := chaos.ParseSpec(fr.Spec)
@@ -478,6 +482,12 @@ func nonNil(xs []string) []string {
 func (h *Harness) create(ctx context.Context, req RunRequest) (string, error) {
 	scen := req.Scenario
 	seed := seedOf(scen, req.Seed)
+	if req.ReplayFaults != "" && req.Seed == nil {
+		// A replayed schedule keeps its run's seed unless told otherwise.
+		if orig, err := h.runRecord(req.ReplayFaults); err == nil {
+			seed = orig.Seed
+		}
+	}
 	written, instances, err := h.schedule(req, seed)
 	if err != nil {
 		return "", err
@@ -696,12 +706,21 @@ func (h *Harness) drive(ctx context.Context, runID string, plan sandboxPlan) (*R
 	defer srv.Close()
 	r.mu.Lock()
 	r.link = link
-	// Faults that were active when an earlier harness stopped act again on
-	// this process's link and effect path until they heal on schedule.
+	// Faults that were active when an earlier harness stopped (or when
+	// Ctrl-C undid them) act again on this process's link, effect path and
+	// LLM path until they heal on schedule.
 	for _, f := range r.faults {
-		if g := chaosGroup(f.spec.Kind); f.active && (g == "network" || f.spec.Kind == "effect-5xx" || f.spec.Kind == "effect-slow") {
+		if target := r.targetOf(f.spec.Kind); f.active && target != "" {
+			r.stacks[target] = append(r.stacks[target], f)
+		}
+	}
+	for _, target := range []string{"link", "effect", "llm"} {
+		if f := r.top(target); f != nil {
+			r.resumeEvidence(f)
 			r.firing = f
-			_ = f.fault.Inject(ctx, runTarget{r})
+			if err := f.fault.Inject(ctx, runTarget{r}); err != nil {
+				r.log.Warn("re-apply fault", "fault", f.rec.Spec, "err", err)
+			}
 			r.firing = nil
 		}
 	}
@@ -712,8 +731,9 @@ func (h *Harness) drive(ctx context.Context, runID string, plan sandboxPlan) (*R
 		stopIdle()
 		close(r.stopCh)
 		// No fault outlives the run's drive: a paused container is thawed,
-		// a dropped link healed, even on Ctrl-C.
-		r.healAll(context.WithoutCancel(ctx))
+		// a dropped link healed, even on Ctrl-C (where the faults stay
+		// active in the journal, for a resume).
+		r.healAll(context.WithoutCancel(ctx), false)
 	}()
 
 	r.mu.Lock()
@@ -741,7 +761,7 @@ func (h *Harness) drive(ctx context.Context, runID string, plan sandboxPlan) (*R
 		h.progress("run %s interrupted after %s; resume with: overnight resume %s", runID, time.Since(started).Round(time.Millisecond), runID)
 		return nil, err
 	}
-	r.healAll(ctx)
+	r.healAll(ctx, true)
 	res, err := r.finish(context.WithoutCancel(ctx), end)
 	if err != nil {
 		return nil, err
@@ -776,7 +796,7 @@ func (h *Harness) load(ctx context.Context, runID string) (*run, error) {
 		h: h, j: h.j, log: h.log.With("run", runID), scen: scen, world: w, task: task, rec: rec,
 		tokens: map[string]int{}, effects: map[string]*EffectRecord{}, killedBy: map[int]string{},
 		doneCh: make(chan struct{}), horizonCh: make(chan struct{}), stopCh: make(chan struct{}),
-		seen: map[int]bool{}, killIssued: map[int]time.Time{},
+		seen: map[int]bool{}, killIssued: map[int]time.Time{}, stacks: map[string][]*faultState{},
 		clock: rec.VirtualStart, horizon: rec.VirtualStart.Add(scen.Limits.Horizon),
 	}
 	if r.attempts, err = scan[AttemptRecord](h.j, runPrefix(prefixAttempt, runID)); err != nil {
@@ -838,6 +858,13 @@ func (h *Harness) load(ctx context.Context, runID string) (*run, error) {
 	}
 	if r.faults, err = faultsOf(h.opts.Faults, faults); err != nil {
 		return nil, fmt.Errorf("faults of run %s: %w", runID, err)
+	}
+	// A stop fault's down window still running when the harness stopped
+	// holds the next attempt, as it would have.
+	for _, f := range r.faults {
+		if f.active && f.spec.Kind == "stop" && f.healAt.After(r.downUntil) {
+			r.downUntil = f.healAt
+		}
 	}
 	mc, err := h.model(scen, rec.LLM)
 	if err != nil {

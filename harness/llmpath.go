@@ -139,9 +139,10 @@ func (r *run) LLMChat(ctx context.Context, c gateway.Caller, req protocol.ChatRe
 		return protocol.ChatResponse{}, budgetError(reason)
 	}
 	rec := LLMRecord{Attempt: c.Attempt, Call: call, RequestHash: hashHex(canon), Provider: st.model.Provider(), Model: st.model.Name(), Virtual: r.clock}
-	tx := st.toxic
+	tx, by := st.toxic, st.toxicF
 	if tx.Once {
 		st.toxic = chaos.LLMToxic{}
+		r.reapplyTop("llm")
 	}
 	var faultErr *gateway.Error
 	switch tx.Kind {
@@ -156,7 +157,7 @@ func (r *run) LLMChat(ctx context.Context, c gateway.Caller, req protocol.ChatRe
 	}
 	if faultErr != nil {
 		rec.Status, rec.Error, rec.Fault = faultErr.Status, faultErr.Message, "llm-"+tx.Kind
-		r.metLLM(dctx, fmt.Sprintf("answered LLM call %d", call))
+		r.metLLM(dctx, by, fmt.Sprintf("answered LLM call %d", call))
 		err := r.saveLLM(dctx, &rec, canon, nil)
 		r.mu.Unlock()
 		if err != nil {
@@ -207,11 +208,11 @@ func (r *run) LLMChat(ctx context.Context, c gateway.Caller, req protocol.ChatRe
 	case chaos.LLMTruncated:
 		truncate(&resp)
 		rec.Fault = "llm-truncated"
-		r.metLLM(dctx, fmt.Sprintf("cut LLM call %d short", call))
+		r.metLLM(dctx, by, fmt.Sprintf("cut LLM call %d short", call))
 	case chaos.LLMMalformed:
 		if malform(&resp) {
 			rec.Fault = "llm-malformed-tool-call"
-			r.metLLM(dctx, fmt.Sprintf("broke the tool call of LLM call %d", call))
+			r.metLLM(dctx, by, fmt.Sprintf("broke the tool call of LLM call %d", call))
 		}
 	}
 	rec.Status, rec.Usage = http.StatusOK, resp.Usage
@@ -267,9 +268,9 @@ func (st *llmState) over() string {
 	return ""
 }
 
-// metLLM marks the LLM toxic's fault as met.
-func (r *run) metLLM(ctx context.Context, detail string) {
-	if f := r.llm.toxicF; f != nil && !f.rec.Met {
+// metLLM marks the fault behind an LLM toxic as met.
+func (r *run) metLLM(ctx context.Context, f *faultState, detail string) {
+	if f != nil && !f.rec.Met {
 		f.rec.Met, f.rec.MetDetail = true, detail
 		r.saveFault(ctx, f)
 	}

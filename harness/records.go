@@ -162,6 +162,8 @@ type FaultRecord struct {
 	// act on, a connection it broke, an effect it failed), with evidence.
 	Met       bool   `json:"met"`
 	MetDetail string `json:"met_detail,omitempty"`
+	// State is what a stateful fault needs to undo itself (chaos.Stateful).
+	State string `json:"state,omitempty"`
 }
 
 // ClockRecord is the run's virtual clock.

@@ -56,20 +56,21 @@ type run struct {
 	ended       bool
 
 	// Faults and the discrete-event clock.
-	link         *chaos.Link       // the agent's link to the gateway
-	firing       *faultState       // the fault being injected, for the Target's evidence
-	intents      int               // effect intents journaled so far (the effect:N trigger counts them)
-	toxic        chaos.EffectToxic // the effect path's active toxic
-	toxicFault   *faultState       // the fault that set it
-	inflight     int               // agent requests in flight
-	lastActivity time.Time         // when one last started or finished
-	seen         map[int]bool      // attempts that have made a request
-	downUntil    time.Time         // a stop fault's down window: no attempt before it
-	paused       string            // the container a pause fault froze
-	killIssued   map[int]time.Time // when a fault's kill or stop was issued, per attempt
-	stopCh       chan struct{}     // closed when the run ends: background fault work stops
-	removals     sync.WaitGroup    // dead containers being removed in the background
-	llm          *llmState         // the LLM path: model, recording, budget
+	link         *chaos.Link              // the agent's link to the gateway
+	firing       *faultState              // the fault being injected, for the Target's evidence
+	intents      int                      // effect intents journaled so far (the effect:N trigger counts them)
+	toxic        chaos.EffectToxic        // the effect path's active toxic
+	toxicFault   *faultState              // the fault that set it
+	inflight     int                      // agent requests in flight
+	lastActivity time.Time                // when one last started or finished
+	seen         map[int]bool             // attempts that have made a request
+	downUntil    time.Time                // a stop fault's down window: no attempt before it
+	paused       string                   // the container a pause fault froze
+	killIssued   map[int]time.Time        // when a fault's kill or stop was issued, per attempt
+	stopCh       chan struct{}            // closed when the run ends: background fault work stops
+	removals     sync.WaitGroup           // dead containers being removed in the background
+	llm          *llmState                // the LLM path: model, recording, budget
+	stacks       map[string][]*faultState // active faults per target (link, effect, llm), newest last
 }
 
 var _ gateway.Backend = (*run)(nil)
@@ -120,6 +121,12 @@ func (r *run) acting(c gateway.Caller) error {
 	if r.done != nil {
 		return gateway.Errorf(http.StatusConflict, protocol.CodeRunEnded,
 			"the agent reported done (%s) in attempt %d; no more effects, checkpoints or sleeps are accepted", r.done.Outcome, r.done.Attempt)
+	}
+	select {
+	case <-r.horizonCh:
+		return gateway.Errorf(http.StatusConflict, protocol.CodeRunEnded,
+			"run %s reached its virtual horizon (%s): no more effects, checkpoints or sleeps are accepted", r.rec.ID, r.horizon.Sub(r.rec.VirtualStart))
+	default:
 	}
 	return nil
 }
@@ -377,10 +384,18 @@ func (r *run) Sleep(ctx context.Context, c gateway.Caller, req protocol.SleepReq
 	}
 	stop := func() bool {
 		_, killed := r.killedBy[c.Attempt]
-		return killed || reqCtx.Err() != nil || r.current != c.Attempt
+		frozen := r.paused != "" && r.paused == r.container
+		return killed || frozen || reqCtx.Err() != nil || r.current != c.Attempt
 	}
 	if err := r.advanceTo(ctx, target, stop); err != nil {
 		return protocol.Clock{}, err
+	}
+	if r.clock.Before(target) && !r.clock.Equal(r.horizon) {
+		// A fault on the way stopped the sleep: say so rather than let the
+		// sleeper believe it has woken. (A frozen sleeper hears it when it
+		// is thawed, and sleeps again.)
+		return protocol.Clock{Now: r.clock}, gateway.Errorf(http.StatusConflict, protocol.CodeInterrupted,
+			"the sleep until %s was interrupted at %s by a fault", target.Format(time.RFC3339), r.clock.Format(time.RFC3339))
 	}
 	return protocol.Clock{Now: r.clock}, nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/overnight-dev/overnight/chaos"
 )
@@ -109,6 +110,7 @@ func (h *Harness) Shrink(ctx context.Context, req ShrinkRequest) (*ShrinkResult,
 		runs++
 		var id string
 		res, err := h.Run(ctx, RunRequest{Scenario: scen, Agent: rec.Agent, Seed: &seed, Faults: append([]chaos.Spec{}, faults...),
+			Timeout: time.Duration(rec.Timeout), MaxAttempts: rec.MaxAttempts, LLM: rec.LLM,
 			Started: func(runID string) { id = runID }})
 		if err != nil {
 			return false, err
@@ -140,7 +142,17 @@ func (h *Harness) Shrink(ctx context.Context, req ShrinkRequest) (*ShrinkResult,
 	if res.RunID == "" {
 		res.RunID = last.id
 	}
-	res.Command = reproduceCommand(scen.Source, rec.Agent, seed, res.Faults)
+	var extra []string
+	if time.Duration(rec.Timeout) != scen.Limits.Timeout {
+		extra = append(extra, "--timeout", time.Duration(rec.Timeout).String())
+	}
+	if rec.MaxAttempts != scen.Limits.MaxAttempts {
+		extra = append(extra, "--max-attempts", fmt.Sprint(rec.MaxAttempts))
+	}
+	if rec.LLM != "" {
+		extra = append(extra, "--llm", shellQuote(rec.LLM))
+	}
+	res.Command = reproduceCommand(scen.Source, rec.Agent, seed, res.Faults, extra...)
 	return res, nil
 }
 
@@ -153,12 +165,13 @@ func specTexts(specs []chaos.Spec) []string {
 }
 
 // reproduceCommand is the overnight command line that runs a schedule.
-func reproduceCommand(source, agent string, seed int64, faults []string) string {
+func reproduceCommand(source, agent string, seed int64, faults []string, extra ...string) string {
 	scenario := strings.TrimPrefix(source, "builtin:")
 	parts := []string{"overnight", "run", shellQuote(scenario), "--seed", fmt.Sprint(seed)}
 	if agent != "" {
 		parts = append(parts, "--agent", shellQuote(agent))
 	}
+	parts = append(parts, extra...)
 	if len(faults) == 0 {
 		parts = append(parts, "--fault", "''")
 	}

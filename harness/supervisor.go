@@ -185,7 +185,6 @@ func (r *run) attempt(ctx context.Context, eng *sandbox.Engine, n int, plan sand
 		return fmt.Errorf("attempt %d: %w", n, err)
 	}
 	r.mu.Lock()
-	r.container = sb.ID
 	r.attempts[n-1].Container = sb.ID
 	att := r.attempts[n-1]
 	r.mu.Unlock()
@@ -206,6 +205,10 @@ func (r *run) attempt(ctx context.Context, eng *sandbox.Engine, n int, plan sand
 		cleanup()
 		return fmt.Errorf("attempt %d: %w", n, err)
 	}
+	// Only a running container is something a fault can act on.
+	r.mu.Lock()
+	r.container = sb.ID
+	r.mu.Unlock()
 	r.h.progress("attempt %d started (container %.12s)", n, sb.ID)
 	r.appendEvent(ctx, "harness.attempt", fmt.Sprintf("attempt %d started", n), map[string]any{"attempt": n})
 
@@ -267,7 +270,11 @@ func (r *run) attempt(ctx context.Context, eng *sandbox.Engine, n int, plan sand
 	}
 	r.mu.Lock()
 	if f, ok := r.killedBy[n]; ok && end == "exited" {
-		end = "killed by fault " + f
+		if w.code == 0 {
+			end = "exited after fault " + f
+		} else {
+			end = "killed by fault " + f
+		}
 	}
 	r.mu.Unlock()
 	exitedAt := time.Now().UTC()
@@ -341,6 +348,9 @@ func (r *run) endAttempt(ctx context.Context, n int, container string, code *int
 	defer r.mu.Unlock()
 	if r.current == n {
 		r.container = "" // nothing left for a fault to act on until the next attempt
+	}
+	if r.paused == container {
+		r.paused = "" // a frozen container that died needs no thawing
 	}
 	a := &r.attempts[n-1]
 	a.EndedAt, a.ExitCode, a.End, a.StdoutBlob, a.StderrBlob = time.Now().UTC(), code, end, outHash, errHash

@@ -362,9 +362,12 @@ func noLostProgress(cps []CheckpointRecord) (string, string) {
 }
 
 // digest is the run's history_digest: SHA-256 over the ordered effects
-// (kind, args, status, result), checkpoints (step, state hash), applied
-// faults (kind, trigger, virtual time) and the outcome — nothing that
-// differs between two honest runs (ids, tokens, containers, wall times).
+// (kind, args, status, result, and the virtual time of their last
+// execution), checkpoints (step, state hash, virtual time), faults (kind,
+// trigger, whether and when they fired, whether they were injected and
+// met) and the outcome — nothing that differs between two honest runs
+// (ids, tokens, containers, attempts a harness crash adds, wall times, the
+// provider's name).
 func digest(effects []EffectRecord, cps []CheckpointRecord, faults []FaultRecord, start time.Time, done *DoneRecord) string {
 	h := sha256.New()
 	line := func(fields ...string) {
@@ -377,14 +380,16 @@ func digest(effects []EffectRecord, cps []CheckpointRecord, faults []FaultRecord
 		if e.Error != nil {
 			errCode = e.Error.Code
 		}
-		line("effect", e.Kind, string(e.Args), e.Status, string(e.Result), errCode)
+		line("effect", e.Kind, string(e.Args), e.Status, string(e.Result), errCode, fmt.Sprint(ms(e.Virtual.Sub(start))))
 	}
 	for _, c := range cps {
-		line("checkpoint", fmt.Sprint(c.Step), c.StateHash)
+		line("checkpoint", fmt.Sprint(c.Step), c.StateHash, fmt.Sprint(ms(c.Virtual.Sub(start))))
 	}
 	for _, f := range faults {
 		if f.Applied {
-			line("fault", f.Kind, f.At, fmt.Sprint(ms(f.AppliedVirtual.Sub(start))))
+			line("fault", f.Kind, f.At, fmt.Sprint(ms(f.AppliedVirtual.Sub(start))), fmt.Sprint(f.Error == ""), fmt.Sprint(f.Met))
+		} else {
+			line("fault", f.Kind, f.At, "never")
 		}
 	}
 	outcome := "none"

@@ -296,6 +296,90 @@ var _ = Describe("harness-crash at the hardest point", func() {
 	}, SpecTimeout(3*time.Minute))
 })
 
+var _ = Describe("chaos from the command line", func() {
+	It("prints the fault catalog as JSON", func(ctx SpecContext) {
+		o := overnight(ctx, GinkgoT().TempDir(), nil, "faults", "-o", "json")
+		Expect(o.code).To(Equal(0), o.stderr)
+		var cat struct {
+			Faults []map[string]any `json:"faults"`
+		}
+		Expect(json.Unmarshal([]byte(o.stdout), &cat)).To(Succeed())
+		names := map[string]map[string]any{}
+		for _, k := range cat.Faults {
+			names[k["name"].(string)] = k
+		}
+		for _, want := range []string{"kill", "stop", "restart", "pause", "harness-crash", "netdrop", "blackhole", "latency",
+			"llm-429", "llm-5xx", "llm-timeout", "llm-truncated", "llm-malformed-tool-call", "api-version", "effect-5xx", "effect-slow", "clock-jump"} {
+			Expect(names).To(HaveKey(want))
+		}
+		Expect(names["netdrop"]["duration"]).To(Equal("required"))
+		Expect(names["kill"]["duration"]).To(Equal("none"))
+	})
+
+	It("draws --chaos random from the seed, replays a fault log exactly, and shrinks a failure to a command that reproduces it", func(ctx SpecContext) {
+		state := stateDir()
+		a := overnight(ctx, state, nil, "run", "deploy", "--chaos", "random", "--seed", "7", "-o", "json", "-q")
+		b := overnight(ctx, state, nil, "run", "deploy", "--chaos", "random", "--seed", "7", "-o", "json", "-q")
+		ra, rb := decodeResult(a.stdout), decodeResult(b.stdout)
+		Expect(ra.Faults).To(HaveLen(5))
+		Expect(rb.Faults).To(Equal(ra.Faults))
+		Expect(rb.HistoryDigest).To(Equal(ra.HistoryDigest))
+
+		r := overnight(ctx, state, nil, "run", "deploy", "--replay-faults", ra.RunID, "-o", "json", "-q")
+		rr := decodeResult(r.stdout)
+		Expect(rr.Seed).To(Equal(int64(7)), "a replayed schedule keeps its run's seed")
+		Expect(rr.HistoryDigest).To(Equal(ra.HistoryDigest))
+
+		o := overnight(ctx, state, nil, "run", "deploy", "--fault", "kill@step:1", "--chaos", "random")
+		Expect(o.code).To(Equal(3))
+		Expect(o.stderr).To(ContainSubstring("use one"))
+
+		failed := overnight(ctx, state, nil, "run", "deploy", "--agent", "naive", "--seed", "2", "-o", "json", "-q",
+			"--fault", "latency:5ms@step:1/10m", "--fault", "kill@step:2", "--fault", "clock-jump:1h@step:3")
+		Expect(failed.code).To(Equal(1), failed.stderr)
+		sh := overnight(ctx, state, nil, "shrink", decodeResult(failed.stdout).RunID, "-o", "json", "-q")
+		Expect(sh.code).To(Equal(0), sh.stderr)
+		var out map[string]any
+		Expect(json.Unmarshal([]byte(sh.stdout), &out)).To(Succeed())
+		for _, k := range []string{"run_id", "faults", "invariant", "command", "runs_tried"} {
+			Expect(out).To(HaveKey(k))
+		}
+		Expect(out["faults"]).To(Equal([]any{"kill@step:1"}))
+		Expect(out["invariant"]).To(Equal("no-duplicate-effects"))
+		cmd := strings.Fields(out["command"].(string))
+		Expect(cmd[0]).To(Equal("overnight"))
+		again := overnight(ctx, state, nil, append(cmd[1:], "-o", "json", "-q")...)
+		Expect(again.code).To(Equal(1), "the printed command reproduces the failure")
+
+		passed := overnight(ctx, state, nil, "shrink", ra.RunID)
+		Expect(passed.code).To(Equal(2), "a run that did not fail has nothing to shrink")
+	}, SpecTimeout(5*time.Minute))
+
+	It("keeps a fault's state across a harness crash: an API change rolled back on schedule, a stop's down window held", func(ctx SpecContext) {
+		state := stateDir()
+		o := overnight(ctx, state, nil, "run", "week", "--fault", "api-version:v2@t:12h/1d", "--fault", "harness-crash@t:13h", "-o", "json", "-q")
+		Expect(o.code).To(Equal(137), o.stderr)
+		id := strings.TrimPrefix(strings.SplitN(o.stderr, "\n", 2)[0], "run ")
+		r := overnight(ctx, state, nil, "resume", id, "-o", "json", "-q")
+		Expect(r.code).To(Equal(0), r.stderr)
+		res := decodeResult(r.stdout)
+		var version harness.FaultResult
+		for _, f := range res.Faults {
+			if f.Kind == "api-version" {
+				version = f
+			}
+		}
+		Expect(*version.HealedVirtualMS).To(Equal((36 * time.Hour).Milliseconds()), "healed on schedule after the crash")
+
+		o = overnight(ctx, state, nil, "run", "deploy", "--fault", "stop:1s@step:2/1h", "--fault", "harness-crash@step:2", "-o", "json", "-q")
+		Expect(o.code).To(Equal(137), o.stderr)
+		id = strings.TrimPrefix(strings.SplitN(o.stderr, "\n", 2)[0], "run ")
+		r = overnight(ctx, state, nil, "resume", id, "-o", "json", "-q")
+		Expect(r.code).To(Equal(0), r.stderr)
+		Expect(decodeResult(r.stdout).VirtualMS).To(BeNumerically(">=", time.Hour.Milliseconds()), "the down window outlives the crash")
+	}, SpecTimeout(4*time.Minute))
+})
+
 var _ = Describe("bad input", func() {
 	It("exits 3 with file:line:column for a malformed scenario file", func(ctx SpecContext) {
 		file := filepath.Join(GinkgoT().TempDir(), "bad.yaml")

@@ -38,6 +38,7 @@ const (
 	CodeTooLarge       = "too_large"       // 413: body over the limit
 	CodeNotImplemented = "not_implemented" // 501: endpoint reserved for a later version
 	CodeRunEnded       = "run_ended"       // 409: the run already finished
+	CodeInterrupted    = "interrupted"     // 409: a sleep was cut short by a fault; sleep again
 	CodeInternal       = "internal"        // 500: the harness failed (journal, world)
 )
 

@@ -224,7 +224,7 @@ func (c *Client) once(ctx context.Context, method, path string, payload []byte, 
 		if apiErr.Code == "" {
 			apiErr.Message = strings.TrimSpace(string(data))
 		}
-		return resp.StatusCode == http.StatusServiceUnavailable, apiErr
+		return false, apiErr
 	}
 	if out != nil {
 		if err := json.Unmarshal(data, out); err != nil {
@@ -335,11 +335,27 @@ func (c *Client) Now(ctx context.Context) (time.Time, error) {
 	return clk.Now, err
 }
 
-// SleepUntil waits until the run's virtual time reaches t.
+// SleepUntil waits until the run's virtual time reaches t. A sleep a
+// fault cut short (a pause, an outage) is slept again, so it returns only
+// once t is reached — or with the error that ends it (the run's horizon,
+// a fenced attempt).
 func (c *Client) SleepUntil(ctx context.Context, t time.Time) (time.Time, error) {
-	var clk protocol.Clock
-	err := c.do(ctx, http.MethodPost, "/v1/sleep", protocol.SleepRequest{Until: &t}, &clk, retrySafe)
-	return clk.Now, err
+	for {
+		var clk protocol.Clock
+		err := c.do(ctx, http.MethodPost, "/v1/sleep", protocol.SleepRequest{Until: &t}, &clk, retrySafe)
+		var apiErr *APIError
+		switch {
+		case errors.As(err, &apiErr) && apiErr.Code == protocol.CodeInterrupted:
+			if ctx.Err() != nil {
+				return clk.Now, ctx.Err()
+			}
+			continue
+		case err != nil:
+			return clk.Now, err
+		case !clk.Now.Before(t):
+			return clk.Now, nil
+		}
+	}
 }
 
 // Sleep waits d of virtual time. It reads the clock and sleeps until

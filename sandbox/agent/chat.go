@@ -12,7 +12,7 @@ import (
 )
 
 // ChatRetries bounds how many times Chat sends one request.
-const ChatRetries = 8
+const ChatRetries = 12
 
 // Chat asks the run's model through the gateway's OpenAI-compatible
 // endpoint (the same one OPENAI_BASE_URL points any OpenAI client at). It
@@ -24,7 +24,7 @@ const ChatRetries = 8
 func (c *Client) Chat(ctx context.Context, req protocol.ChatRequest) (protocol.ChatResponse, error) {
 	req.Stream = false
 	var last error
-	backoff := 50 * time.Millisecond
+	backoff := 30 * time.Second
 	for try := 1; try <= ChatRetries; try++ {
 		var resp protocol.ChatResponse
 		err := c.do(ctx, http.MethodPost, "/v1/llm/chat/completions", req, &resp, retrySafe)
@@ -49,15 +49,21 @@ func (c *Client) Chat(ctx context.Context, req protocol.ChatRequest) (protocol.C
 			}
 			continue
 		case errors.As(err, &apiErr) && apiErr.Status >= 500:
+			// The provider failed: wait in the run's virtual time (an outage
+			// of the provider may last hours), then ask again.
+			if _, err := c.Sleep(ctx, backoff); err != nil {
+				return protocol.ChatResponse{}, fmt.Errorf("agent: wait before asking the model again: %w", err)
+			}
+			backoff = min(2*backoff, time.Hour)
+			continue
 		case errors.As(err, &apiErr):
 			return protocol.ChatResponse{}, err // a refused request: sending it again changes nothing
 		}
 		select {
 		case <-ctx.Done():
 			return protocol.ChatResponse{}, ctx.Err()
-		case <-time.After(backoff):
+		case <-time.After(50 * time.Millisecond):
 		}
-		backoff = min(2*backoff, time.Second)
 	}
 	return protocol.ChatResponse{}, fmt.Errorf("agent: the model did not answer after %d tries: %w", ChatRetries, last)
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/overnight-dev/overnight/harness/protocol"
 	"github.com/overnight-dev/overnight/sandbox/agent"
@@ -36,7 +37,10 @@ type apiKnowledge struct {
 // what the world's refusals say until it is done (a bounded number of
 // times). Each correction is a new effect with a new key.
 func (m *adapter) act(ctx context.Context, kind string, args map[string]any) (map[string]any, error) {
-	for try := 0; try < 8; try++ {
+	corrections, retries := 0, 0
+	wait := 30 * time.Second
+	forgot := false
+	for {
 		k, a := m.api.apply(kind, args)
 		var res protocol.EffectResult
 		var err error
@@ -60,18 +64,36 @@ func (m *adapter) act(ctx context.Context, kind string, args map[string]any) (ma
 		}
 		_ = m.c.Event(ctx, "error", fmt.Sprintf("%s: %s (%s)", k, res.Error.Message, res.Error.Code), res.Error)
 		if res.Error.Transient {
-			continue // the world never acted: send it again
+			// The world never acted: wait (in the run's virtual time, so an
+			// outage of hours costs nothing real) and send it again.
+			if retries++; retries > 12 {
+				return nil, fmt.Errorf("%s: still failing after %d retries: %s", k, retries-1, res.Error.Message)
+			}
+			if _, err := m.c.Sleep(ctx, wait); err != nil {
+				return nil, fmt.Errorf("%s: wait before retrying: %w", k, err)
+			}
+			wait = min(2*wait, time.Hour)
+			continue
+		}
+		if corrections++; corrections > 8 {
+			return nil, fmt.Errorf("%s: still refused after 8 corrections", kind)
 		}
 		learned, err := m.learn(ctx, kind, args, res.Error)
 		if err != nil {
 			return nil, err
 		}
 		if !learned {
+			if !forgot && !m.api.empty() {
+				// What it learned no longer holds (the API moved back):
+				// forget it, and try the request as first written.
+				*m.api, forgot = apiKnowledge{}, true
+				_ = m.c.Event(ctx, "adapt", fmt.Sprintf("%s: refused (%s) with what was learned of the API: forgetting it", k, res.Error.Code), nil)
+				continue
+			}
 			return nil, fmt.Errorf("%s: %s (%s)", k, res.Error.Message, res.Error.Code)
 		}
 		_ = m.c.Event(ctx, "adapt", fmt.Sprintf("%s: adapted to %s", k, res.Error.Code), m.api)
 	}
-	return nil, fmt.Errorf("%s: still refused after 8 corrections", kind)
 }
 
 // correction is what to change so a refused request goes through: from
@@ -176,6 +198,10 @@ func (m *adapter) learn(ctx context.Context, kind string, args map[string]any, e
 		api.Key, api.KeyField = key, c.Field
 	}
 	return true, nil
+}
+
+func (k apiKnowledge) empty() bool {
+	return len(k.Renamed) == 0 && len(k.Extra) == 0 && len(k.Replaced) == 0 && k.Key == ""
 }
 
 // apply rewrites a request by what is known of the API.
