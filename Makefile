@@ -20,9 +20,9 @@ build: ## build the static overnight binary into bin/
 test: ## run every test (needs a running Docker engine; .ci/run starts one)
 	$(GO) test -count=1 -timeout 30m ./...
 
-bench: ## measure the journal, the gateway, the week's wall time, kill recovery and sandbox cold start
+bench: ## measure the journal, the gateway (effects, LLM calls), the week, kill recovery and sandbox cold start
 	$(GO) test -run '^$$' -bench . -benchtime 20000x ./harness/journal
-	$(GO) test -run '^$$' -bench Effect -benchtime 2000x ./harness
+	$(GO) test -run '^$$' -bench 'Effect|LLM' -benchtime 2000x ./harness
 	$(GO) test -run '^$$' -bench 'Week|KillRecovery' -benchtime 3x ./harness
 	$(GO) test -run '^$$' -bench ColdStart -benchtime 20x ./sandbox
 
@@ -38,6 +38,7 @@ fuzz: ## fuzz the parsers and the gateway protocol, 30s each
 	$(GO) test -run '^$$' -fuzz '^FuzzParseDuration$$' -fuzztime 30s ./chaos
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime 30s ./scenarios
 	$(GO) test -run '^$$' -fuzz '^FuzzGateway$$' -fuzztime 30s ./harness/gateway
+	$(GO) test -run '^$$' -fuzz '^FuzzParseRequest$$' -fuzztime 30s ./harness/llm
 
 demo: build ## run the deploy scenario with the agent SIGKILLed after step 3, then the naive agent
 	@echo "== 1. The well-behaved deployer, SIGKILLed once its step-3 checkpoint is durable:"
