@@ -203,7 +203,9 @@ func (r *run) LLMChat(ctx context.Context, c gateway.Caller, req protocol.ChatRe
 	if err != nil {
 		return protocol.ChatResponse{}, err
 	}
-	resp = cloneResponse(answer)
+	if tx.Kind == chaos.LLMTruncated || tx.Kind == chaos.LLMMalformed {
+		resp = cloneResponse(answer) // damage a copy, never the journaled answer
+	}
 	switch tx.Kind {
 	case chaos.LLMTruncated:
 		truncate(&resp)
