@@ -168,6 +168,12 @@ func builtinKinds() []Kind {
 			Draw: noArg,
 		},
 		{
+			Name: "disconnect", Group: "network", Triggers: anyTrigger, Example: "disconnect@t:1d/2h",
+			Duration: DurationRequired,
+			Summary:  "detach the agent's container from its sandbox network (a scenario with sandbox.network: internal) through the Docker network API for /DURATION; the gateway link is not affected",
+			New:      func(Spec) (Fault, error) { return disconnectFault{}, nil },
+		},
+		{
 			Name: "api-version", Group: "world", DrawTriggers: effectOnly, DefaultPhase: PhaseBefore, Triggers: onceTriggers, Example: "api-version:v2@t:4d",
 			Arg: "the world API version to switch to", ArgNeed: true,
 			Duration: DurationOptional,
@@ -340,3 +346,8 @@ func (f llmFault) Undo(ctx context.Context, t Target) error {
 	t.SetLLMToxic(LLMToxic{})
 	return nil
 }
+
+type disconnectFault struct{}
+
+func (disconnectFault) Inject(ctx context.Context, t Target) error { return t.DisconnectSandbox(ctx) }
+func (disconnectFault) Undo(ctx context.Context, t Target) error   { return t.ReconnectSandbox(ctx) }

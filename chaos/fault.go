@@ -33,6 +33,11 @@ type Network interface {
 	Blackhole()
 	SetLatency(d, jitter time.Duration)
 	Heal()
+	// DisconnectSandbox detaches the agent's container from the network a
+	// scenario gave its sandbox (the Docker network API);
+	// ReconnectSandbox attaches it again.
+	DisconnectSandbox(ctx context.Context) error
+	ReconnectSandbox(ctx context.Context) error
 }
 
 // World is what world faults act on: the simulated world's API and the

@@ -142,6 +142,25 @@ var _ = Describe("every fault kind against the real engine and real connections"
 	}, SpecTimeout(2*time.Minute))
 })
 
+var _ = Describe("the disconnect fault", func() {
+	It("detaches the sandbox from its network through the Docker network API, and attaches it back", func(ctx SpecContext) {
+		raw, ok := builtin.Lookup("deploy")
+		Expect(ok).To(BeTrue())
+		s, err := scenarios.Parse("deploy-net.yaml", append(append([]byte(nil), raw...), []byte("sandbox: {network: internal}\n")...))
+		Expect(err).NotTo(HaveOccurred())
+		h := newHarness(ctx, nil)
+		res, err := h.Run(ctx, harness.RunRequest{Scenario: s, Faults: faults("disconnect@step:2/1h")})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res.Verdict).To(Equal(harness.VerdictPass), "%s %+v", res.Reason, res.Faults)
+		f := faultResult(res, "disconnect")
+		Expect(f.Met).To(BeTrue(), f.MetDetail)
+		Expect(f.MetDetail).To(MatchRegexp(`detached from network overnight-net-`))
+
+		_, err = h.Run(ctx, harness.RunRequest{Scenario: deploy(), Faults: faults("disconnect@step:2/1h")})
+		Expect(err).To(MatchError(ContainSubstring("no network to disconnect")))
+	}, SpecTimeout(2*time.Minute))
+})
+
 var _ = Describe("overlapping faults", func() {
 	It("lets the most severe fault on the link act, and says a covered one was never met", func(ctx SpecContext) {
 		h := newHarness(ctx, nil)

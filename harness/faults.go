@@ -161,7 +161,7 @@ func (r *run) targetOf(kind string) string {
 	switch {
 	case !ok:
 		return ""
-	case k.Group == "network":
+	case kind == "netdrop" || kind == "blackhole" || kind == "latency":
 		return "link"
 	case k.Group == "llm":
 		return "llm"
@@ -638,6 +638,57 @@ func (t runTarget) SetLatency(d, jitter time.Duration) { t.r.link.SetLatency(d, 
 
 // Heal implements chaos.Network.
 func (t runTarget) Heal() { t.r.link.Heal() }
+
+// DisconnectSandbox implements chaos.Network: the container leaves the
+// run's network (the evidence is the engine saying it is no longer
+// attached).
+func (t runTarget) DisconnectSandbox(ctx context.Context) error {
+	id, err := t.container()
+	if err != nil {
+		return err
+	}
+	if t.r.network == "" {
+		return errors.New("the sandbox has no network to disconnect (give the scenario sandbox: {network: internal})")
+	}
+	eng, err := t.r.h.engine(ctx)
+	if err != nil {
+		return err
+	}
+	kctx, cancel := t.engineCtx(ctx)
+	defer cancel()
+	if err := eng.Disconnect(kctx, t.r.network, id); err != nil {
+		return err
+	}
+	attached, err := eng.Attached(kctx, t.r.network, id)
+	if err != nil {
+		return err
+	}
+	if attached {
+		return fmt.Errorf("container %.12s is still attached to %s after the disconnect", id, t.r.network)
+	}
+	t.r.detached = id
+	if f := t.r.firing; f != nil {
+		f.rec.Met, f.rec.MetDetail = true, fmt.Sprintf("attempt %d's container was detached from network %s", t.r.current, t.r.network)
+	}
+	return nil
+}
+
+// ReconnectSandbox implements chaos.Network. A container that died
+// meanwhile needs nothing; its successor joins the network at creation.
+func (t runTarget) ReconnectSandbox(ctx context.Context) error {
+	id := t.r.detached
+	t.r.detached = ""
+	if id == "" || id != t.r.container {
+		return nil
+	}
+	eng, err := t.r.h.engine(ctx)
+	if err != nil {
+		return err
+	}
+	kctx, cancel := t.engineCtx(ctx)
+	defer cancel()
+	return eng.Connect(kctx, t.r.network, id)
+}
 
 // SetAPIVersion implements chaos.World.
 func (t runTarget) SetAPIVersion(ctx context.Context, version string) (string, error) {

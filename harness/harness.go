@@ -371,8 +371,14 @@ func (h *Harness) Run(ctx context.Context, req RunRequest) (*Result, error) {
 		return nil, err
 	}
 	seed := seedOf(req.Scenario, req.Seed)
-	if _, _, err := h.schedule(req, seed); err != nil {
+	_, instances, err := h.schedule(req, seed)
+	if err != nil {
 		return nil, err
+	}
+	for _, in := range instances {
+		if in.Spec.Kind == "disconnect" && req.Scenario.Sandbox.Network != "internal" {
+			return nil, fmt.Errorf("fault %q: scenario %s gives its sandbox no network to disconnect: add `sandbox: {network: internal}` to it", in.Spec.String(), req.Scenario.Name)
+		}
 	}
 	if _, err := h.model(req.Scenario, req.LLM); err != nil {
 		return nil, err
@@ -736,6 +742,13 @@ func (h *Harness) drive(ctx context.Context, runID string, plan sandboxPlan) (*R
 		r.healAll(context.WithoutCancel(ctx), false)
 	}()
 
+	if r.scen.Sandbox.Network == "internal" {
+		name, err := eng.EnsureNetwork(ctx, runID)
+		if err != nil {
+			return nil, err
+		}
+		r.network = name
+	}
 	r.mu.Lock()
 	r.rec.Status, r.rec.OwnerPID, r.rec.SocketDir = StatusRunning, os.Getpid(), dir
 	rec := r.rec
@@ -770,6 +783,12 @@ func (h *Harness) drive(ctx context.Context, runID string, plan sandboxPlan) (*R
 	defer rmCancel()
 	if err := eng.RemoveVolume(rmCtx, workspaceVolume(runID)); err != nil {
 		h.log.Warn("remove workspace volume", "run", runID, "err", err)
+	}
+	if r.network != "" {
+		r.removals.Wait() // the network goes once no container is on it
+		if err := eng.RemoveNetwork(rmCtx, r.network); err != nil {
+			h.log.Warn("remove sandbox network", "run", runID, "err", err)
+		}
 	}
 	return res, nil
 }

@@ -71,6 +71,8 @@ type run struct {
 	removals     sync.WaitGroup           // dead containers being removed in the background
 	llm          *llmState                // the LLM path: model, recording, budget
 	stacks       map[string][]*faultState // active faults per target (link, effect, llm), newest last
+	network      string                   // the sandbox network of the run ("": none)
+	detached     string                   // the container a disconnect fault detached
 }
 
 var _ gateway.Backend = (*run)(nil)

@@ -178,7 +178,7 @@ func (r *run) attempt(ctx context.Context, eng *sandbox.Engine, n int, plan sand
 	defer dcancel()
 	sb, err := eng.Create(dctx, sandbox.Spec{
 		RunID: r.rec.ID, Attempt: n, Image: plan.image, Cmd: plan.cmd, Env: env,
-		SocketDir: r.rec.SocketDir, Workspace: workspaceVolume(r.rec.ID),
+		SocketDir: r.rec.SocketDir, Workspace: workspaceVolume(r.rec.ID), Network: r.network,
 	})
 	if err != nil {
 		r.endAttempt(ctx, n, "", nil, "could not create its container: "+err.Error(), nil)

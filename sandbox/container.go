@@ -85,6 +85,10 @@ type Spec struct {
 	// Labels are extra labels for the container and its workspace volume. The ownership labels
 	// (overnight.*) always take the values Create gives them.
 	Labels map[string]string
+	// Network, when set, is a network made by EnsureNetwork (internal: no route out) the
+	// container joins instead of having none, so that a scenario can give its agent peers and
+	// the disconnect fault something to cut. Empty means no network at all (the default).
+	Network string
 }
 
 // Sandbox is one container created by an Engine.
@@ -143,8 +147,12 @@ func (e *Engine) Create(ctx context.Context, spec Spec) (*Sandbox, error) {
 		User:   user,
 		Labels: labels,
 	}
+	netMode := container.NetworkMode("none")
+	if spec.Network != "" {
+		netMode = container.NetworkMode(spec.Network)
+	}
 	host := &container.HostConfig{
-		NetworkMode:    "none",
+		NetworkMode:    netMode,
 		ReadonlyRootfs: true,
 		Tmpfs:          tmpfs,
 		Mounts:         mounts,

@@ -107,10 +107,22 @@ type VolumeAPI interface {
 }
 
 // API is the narrow subset of *client.Client the package calls; *client.Client satisfies it.
+// NetworkAPI is the part of the Docker client the sandbox's optional
+// network (and the disconnect fault) use.
+type NetworkAPI interface {
+	NetworkCreate(ctx context.Context, name string, options network.CreateOptions) (network.CreateResponse, error)
+	NetworkConnect(ctx context.Context, networkID, containerID string, config *network.EndpointSettings) error
+	NetworkDisconnect(ctx context.Context, networkID, containerID string, force bool) error
+	NetworkRemove(ctx context.Context, networkID string) error
+	NetworkList(ctx context.Context, options network.ListOptions) ([]network.Summary, error)
+	ContainerInspect(ctx context.Context, containerID string) (container.InspectResponse, error)
+}
+
 type API interface {
 	ImageAPI
 	ContainerAPI
 	VolumeAPI
+	NetworkAPI
 }
 
 var _ API = (*client.Client)(nil)

@@ -38,7 +38,16 @@ type fakeAPI struct {
 	build   func(io.Reader) (build.ImageBuildResponse, error)
 	wait    func(id string) (<-chan container.WaitResponse, <-chan error)
 	ilist   func(image.ListOptions) ([]image.Summary, error)
+	nlist   func(network.ListOptions) ([]network.Summary, error)
 	iremove func(ref string) error
+}
+
+// NetworkList: no networks, unless a test sets nlist.
+func (f *fakeAPI) NetworkList(_ context.Context, o network.ListOptions) ([]network.Summary, error) {
+	if f.nlist == nil {
+		return nil, nil
+	}
+	return f.nlist(o)
 }
 
 func (f *fakeAPI) ImageList(_ context.Context, o image.ListOptions) ([]image.Summary, error) {

@@ -118,5 +118,8 @@ func (e *Engine) reap(ctx context.Context, op string, f filters.Args, doomed, do
 		}
 		e.log.Debug("reaped workspace volume", "volume", v.Name, "run", v.Labels[LabelRun])
 	}
+	if err := e.reapNetworks(ctx, op, f, doomedVolume); err != nil {
+		errs = append(errs, err)
+	}
 	return removed, errors.Join(errs...)
 }

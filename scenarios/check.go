@@ -164,6 +164,13 @@ func (b *builder) build(root map[string]any) *Scenario {
 		}
 	}
 
+	sc.Sandbox.Network = "none"
+	if sb, ok := root["sandbox"].(map[string]any); ok {
+		if n, ok := sb["network"].(string); ok {
+			sc.Sandbox.Network = n
+		}
+	}
+
 	if reach, ok := root["reach"].(map[string]any); ok {
 		r := &chaos.Reach{}
 		for key, dst := range map[string]*int{"steps": &r.Steps, "effects": &r.Effects, "llm_calls": &r.LLMCalls} {

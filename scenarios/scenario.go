@@ -64,6 +64,7 @@ type Scenario struct {
 	FaultText  []string     // the faults as written, same order; never nil
 	Draws      []chaos.Draw // faults drawn from the run's seed; nil if none
 	Reach      *chaos.Reach // what a run can reach, for --chaos random; nil if not declared
+	Sandbox    Sandbox      // the agent's sandbox
 	Invariants []string     // DefaultInvariants when the file names none (absent or null)
 	Limits     Limits       // with defaults applied
 	Seed       *int64       // the default seed, nil if the file sets none
@@ -86,6 +87,14 @@ type AgentSpec struct {
 	Image   string            // an image already on the engine
 	Args    []string          // nil if none
 	Env     map[string]string // nil if none; never a key starting with OVERNIGHT_
+}
+
+// Sandbox says how the agent's sandbox differs from the hardened default.
+type Sandbox struct {
+	// Network is "none" (the default: no network at all) or "internal": a
+	// per-run internal network (no route out), which the disconnect fault
+	// can cut.
+	Network string
 }
 
 // Limits bound a run.

@@ -308,7 +308,7 @@ var _ = Describe("chaos from the command line", func() {
 		for _, k := range cat.Faults {
 			names[k["name"].(string)] = k
 		}
-		for _, want := range []string{"kill", "stop", "restart", "pause", "harness-crash", "netdrop", "blackhole", "latency",
+		for _, want := range []string{"kill", "stop", "restart", "pause", "harness-crash", "netdrop", "blackhole", "latency", "disconnect",
 			"llm-429", "llm-5xx", "llm-timeout", "llm-truncated", "llm-malformed-tool-call", "api-version", "effect-5xx", "effect-slow", "clock-jump"} {
 			Expect(names).To(HaveKey(want))
 		}

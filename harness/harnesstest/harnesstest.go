@@ -17,6 +17,7 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/api/types/volume"
 	"github.com/docker/docker/client"
 
@@ -88,6 +89,17 @@ func Leftovers(ctx context.Context, api client.APIClient, stateDir string) []str
 	for _, v := range vols.Volumes {
 		ids = append(ids, "volume "+v.Name)
 		_ = api.VolumeRemove(ctx, v.Name, true)
+	}
+	nets, err := api.NetworkList(ctx, network.ListOptions{Filters: filters.NewArgs(
+		filters.Arg("label", sandbox.LabelManaged+"=true"),
+		filters.Arg("label", sandbox.LabelState+"="+sandbox.StateHash(stateDir)),
+	)})
+	if err != nil {
+		return append(ids, "(cannot list networks: "+err.Error()+")")
+	}
+	for _, n := range nets {
+		ids = append(ids, "network "+n.Name)
+		_ = api.NetworkRemove(ctx, n.ID)
 	}
 	return ids
 }
