@@ -40,7 +40,7 @@ fuzz: ## fuzz the parsers and the gateway protocol, 30s each
 	$(GO) test -run '^$$' -fuzz '^FuzzGateway$$' -fuzztime 30s ./harness/gateway
 	$(GO) test -run '^$$' -fuzz '^FuzzParseRequest$$' -fuzztime 30s ./harness/llm
 
-demo: build ## run the deploy scenario with the agent SIGKILLed after step 3, then the naive agent
+demo: build ## deploy with the agent SIGKILLed after step 3, the naive agent caught, then a week in seconds
 	@echo "== 1. The well-behaved deployer, SIGKILLed once its step-3 checkpoint is durable:"
 	@echo "   $(BIN) run deploy --seed 1 --fault kill@step:3"
 	@./$(BIN) --state $(DEMO_STATE) run deploy --seed 1 --fault kill@step:3
@@ -51,7 +51,12 @@ demo: build ## run the deploy scenario with the agent SIGKILLed after step 3, th
 	@./$(BIN) --state $(DEMO_STATE) run deploy --seed 1 --agent naive --fault kill@step:3; \
 	  code=$$?; if [ $$code -ne 1 ]; then echo "demo: expected exit code 1 (fail) from the naive agent, got $$code"; exit 1; fi
 	@echo
-	@echo "demo ok: the harness passed the agent that survives the kill and caught the one that does not."
+	@echo "== 3. A week in seconds: 7 virtual days of maintenance through 3 restarts, 2 outages"
+	@echo "   and an API change, drawn from the seed (the model behind it is the scripted test double)."
+	@echo "   $(BIN) run week --seed 42"
+	@./$(BIN) --state $(DEMO_STATE) run week --seed 42
+	@echo
+	@echo "demo ok: the harness passed the agents that survive, and caught the one that does not."
 	@echo "See the runs with: $(BIN) --state $(DEMO_STATE) runs"
 
 clean: ## remove bin/ and the demo's state dir (containers: bin/overnight gc)
