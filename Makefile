@@ -52,7 +52,7 @@ demo: build ## deploy with the agent SIGKILLed after step 3, the naive agent cau
 	  code=$$?; if [ $$code -ne 1 ]; then echo "demo: expected exit code 1 (fail) from the naive agent, got $$code"; exit 1; fi
 	@echo
 	@echo "== 3. A week in seconds: 7 virtual days of maintenance through 3 restarts, 2 outages"
-	@echo "   and an API change, drawn from the seed (the model behind it is the scripted test double)."
+	@echo "   and an API change, all drawn from the seed."
 	@echo "   $(BIN) run week --seed 42"
 	@./$(BIN) --state $(DEMO_STATE) run week --seed 42
 	@echo
