@@ -196,10 +196,13 @@ var _ = Describe("a sandbox's lifecycle", func() {
 		Expect(err).NotTo(HaveOccurred())
 		Expect(info.State.Paused).To(BeTrue())
 		Expect(e.Unpause(ctx, sb.ID)).To(Succeed())
-		info, err = cli.ContainerInspect(ctx, sb.ID)
-		Expect(err).NotTo(HaveOccurred())
-		Expect(info.State.Paused).To(BeFalse())
-		Expect(info.State.Running).To(BeTrue())
+		// The engine may report the thaw a moment after the call returns.
+		Eventually(func(g Gomega) {
+			info, err := cli.ContainerInspect(ctx, sb.ID)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(info.State.Paused).To(BeFalse())
+			g.Expect(info.State.Running).To(BeTrue())
+		}).WithTimeout(10 * time.Second).Should(Succeed())
 		Expect(e.Kill(ctx, sb.ID, "")).To(Succeed())
 		_, err = e.Wait(ctx, sb.ID)
 		Expect(err).NotTo(HaveOccurred())
