@@ -131,42 +131,10 @@ func builtinKinds() []Kind {
 			},
 			Draw: noArg,
 		},
-		{
-			Name: "llm-5xx", Group: "llm", Triggers: llmTriggers, DrawTriggers: llmOnly, Example: "llm-5xx@llm:1",
-			Duration: DurationOptional,
-			Summary:  "answer the LLM call with 503 (the provider failed): the next one, or every one for /DURATION",
-			New: func(s Spec) (Fault, error) {
-				return llmFault{toxic: LLMToxic{Kind: LLMServerError, Once: s.Duration == 0}}, nil
-			},
-			Draw: noArg,
-		},
-		{
-			Name: "llm-timeout", Group: "llm", Triggers: llmTriggers, DrawTriggers: llmOnly, Example: "llm-timeout@llm:1",
-			Duration: DurationOptional,
-			Summary:  "hold the LLM call open (at most 2s of real time), then reset its connection",
-			New: func(s Spec) (Fault, error) {
-				return llmFault{toxic: LLMToxic{Kind: LLMTimeout, Once: s.Duration == 0}}, nil
-			},
-			Draw: noArg,
-		},
-		{
-			Name: "llm-truncated", Group: "llm", Triggers: llmTriggers, DrawTriggers: llmOnly, Example: "llm-truncated@llm:1",
-			Duration: DurationOptional,
-			Summary:  "cut the model's answer short (half its text, no tool calls, finish_reason \"length\")",
-			New: func(s Spec) (Fault, error) {
-				return llmFault{toxic: LLMToxic{Kind: LLMTruncated, Once: s.Duration == 0}}, nil
-			},
-			Draw: noArg,
-		},
-		{
-			Name: "llm-malformed-tool-call", Group: "llm", Triggers: llmTriggers, DrawTriggers: llmOnly, Example: "llm-malformed-tool-call@llm:1",
-			Duration: DurationOptional,
-			Summary:  "break the JSON of the arguments of the model's first tool call (the agent must answer the model with the error)",
-			New: func(s Spec) (Fault, error) {
-				return llmFault{toxic: LLMToxic{Kind: LLMMalformed, Once: s.Duration == 0}}, nil
-			},
-			Draw: noArg,
-		},
+		llmKind("llm-5xx", LLMServerError, "llm-5xx@llm:1", "answer the LLM call with 503 (the provider failed): the next one, or every one for /DURATION"),
+		llmKind("llm-timeout", LLMTimeout, "llm-timeout@llm:1", "hold the LLM call open (at most 2s of real time), then reset its connection"),
+		llmKind("llm-truncated", LLMTruncated, "llm-truncated@llm:1", "cut the model's answer short (half its text, no tool calls, finish_reason \"length\")"),
+		llmKind("llm-malformed-tool-call", LLMMalformed, "llm-malformed-tool-call@llm:1", "break the JSON of the arguments of the model's first tool call (the agent must answer the model with the error)"),
 		{
 			Name: "disconnect", Group: "network", Triggers: anyTrigger, Example: "disconnect@t:1d/2h",
 			Duration: DurationRequired,
@@ -351,3 +319,15 @@ type disconnectFault struct{}
 
 func (disconnectFault) Inject(ctx context.Context, t Target) error { return t.DisconnectSandbox(ctx) }
 func (disconnectFault) Undo(ctx context.Context, t Target) error   { return t.ReconnectSandbox(ctx) }
+
+// llmKind is an LLM fault that only sets a toxic on the LLM path: for the
+// next call, or for every call of a /DURATION.
+func llmKind(name, toxic, example, summary string) Kind {
+	return Kind{
+		Name: name, Group: "llm", Triggers: llmTriggers, DrawTriggers: llmOnly, Example: example,
+		Duration: DurationOptional, Summary: summary, Draw: noArg,
+		New: func(s Spec) (Fault, error) {
+			return llmFault{toxic: LLMToxic{Kind: toxic, Once: s.Duration == 0}}, nil
+		},
+	}
+}

@@ -520,21 +520,30 @@ func (t runTarget) markProcess(detail string) {
 	}
 }
 
-// KillAgent implements chaos.Process.
-func (t runTarget) KillAgent(ctx context.Context) error {
+// signal sends sig to the current attempt's container, noting when a
+// fault's kill was issued.
+func (t runTarget) signal(ctx context.Context, sig string) (string, error) {
 	id, err := t.container()
 	if err != nil {
-		return err
+		return "", err
 	}
 	eng, err := t.r.h.engine(ctx)
 	if err != nil {
-		return err
+		return "", err
 	}
 	kctx, cancel := t.engineCtx(ctx)
 	defer cancel()
 	t.r.killIssued[t.r.current] = time.Now()
-	if err := eng.Kill(kctx, id, "SIGKILL"); err != nil {
+	if err := eng.Kill(kctx, id, sig); err != nil {
 		delete(t.r.killIssued, t.r.current)
+		return "", err
+	}
+	return id, nil
+}
+
+// KillAgent implements chaos.Process.
+func (t runTarget) KillAgent(ctx context.Context) error {
+	if _, err := t.signal(ctx, "SIGKILL"); err != nil {
 		return err
 	}
 	t.markProcess(fmt.Sprintf("attempt %d's container was killed", t.r.current))
@@ -545,19 +554,12 @@ func (t runTarget) KillAgent(ctx context.Context) error {
 // the background, so the agent may still talk to the gateway while it
 // shuts down), and the next attempt held until down has passed.
 func (t runTarget) StopAgent(ctx context.Context, grace, down time.Duration) error {
-	id, err := t.container()
+	id, err := t.signal(ctx, "SIGTERM")
 	if err != nil {
 		return err
 	}
 	eng, err := t.r.h.engine(ctx)
 	if err != nil {
-		return err
-	}
-	kctx, cancel := t.engineCtx(ctx)
-	defer cancel()
-	t.r.killIssued[t.r.current] = time.Now()
-	if err := eng.Kill(kctx, id, "SIGTERM"); err != nil {
-		delete(t.r.killIssued, t.r.current)
 		return err
 	}
 	go func() {
