@@ -547,6 +547,9 @@ func (t runTarget) KillAgent(ctx context.Context) error {
 		return err
 	}
 	t.markProcess(fmt.Sprintf("attempt %d's container was killed", t.r.current))
+	// Nothing more acts on a killed container: until the supervisor sees it
+	// die and starts the next attempt, no fault fires on its behalf.
+	t.r.container = ""
 	return nil
 }
 
