@@ -16,8 +16,8 @@ const PhaseMid Phase = "mid"
 
 // Triggers most kinds support.
 var (
-	anyTrigger   = []TriggerType{TriggerStep, TriggerEffect, TriggerTime, TriggerEvery, TriggerRate}
-	onceTriggers = []TriggerType{TriggerStep, TriggerEffect, TriggerTime}
+	anyTrigger   = []TriggerType{TriggerStep, TriggerEffect, TriggerLLM, TriggerTime, TriggerEvery, TriggerRate}
+	onceTriggers = []TriggerType{TriggerStep, TriggerEffect, TriggerLLM, TriggerTime}
 	llmTriggers  = []TriggerType{TriggerLLM, TriggerStep, TriggerEffect, TriggerTime, TriggerEvery, TriggerRate}
 	llmOnly      = []TriggerType{TriggerLLM}
 	// A world fault drawn at random lands on an effect, so an effect meets it.

@@ -303,10 +303,41 @@ var _ = Describe("the LLM path in real runs", func() {
 		again, err := h.Run(ctx, harness.RunRequest{Scenario: deploy(), LLM: "replay:" + res.RunID, ReplayFaults: res.RunID})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(again.Verdict).To(Equal(harness.VerdictPass), again.Reason)
-		Expect(again.LLM.Provider).To(Equal("replay"))
+		Expect(again.LLM.ReplayOf).To(Equal(res.RunID))
+		Expect(again.LLM.TestDouble).To(BeTrue(), "the recording's model was the scripted test double")
 		Expect(again.LLM.Calls).To(Equal(res.LLM.Calls))
 		Expect(again.HistoryDigest).To(Equal(res.HistoryDigest))
 	}, SpecTimeout(3*time.Minute))
+
+	It("ends a replay that diverges from its recording with verdict unknown and the first difference", func(ctx SpecContext) {
+		h := newHarness(ctx, nil)
+		res, err := h.Run(ctx, harness.RunRequest{Scenario: deploy()})
+		Expect(err).NotTo(HaveOccurred())
+		// The replay meets an API change the recording never saw: the
+		// deployer asks the model for a correction the recording lacks.
+		div, err := h.Run(ctx, harness.RunRequest{Scenario: deploy(), LLM: "replay:" + res.RunID, Faults: faults("api-version:v2@effect:2")})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(div.Verdict).To(Equal(harness.VerdictUnknown))
+		Expect(div.Reason).To(ContainSubstring("diverged"))
+	}, SpecTimeout(2*time.Minute))
+
+	It("ends a run whose token budget is spent the same way every time", func(ctx SpecContext) {
+		raw, ok := builtin.Lookup("deploy")
+		Expect(ok).To(BeTrue())
+		s, err := scenarios.Parse("deploy-tokens.yaml", []byte(strings.Replace(string(raw), "budget: {calls: 40}", "budget: {tokens: 100}", 1)))
+		Expect(err).NotTo(HaveOccurred())
+		h := newHarness(ctx, nil)
+		var seen []string
+		for i := 0; i < 3; i++ {
+			res, err := h.Run(ctx, harness.RunRequest{Scenario: s})
+			Expect(err).NotTo(HaveOccurred())
+			Expect(res.Verdict).To(Equal(harness.VerdictFail))
+			Expect(res.Reason).To(ContainSubstring("tokens spent"))
+			seen = append(seen, res.HistoryDigest)
+		}
+		Expect(seen[1]).To(Equal(seen[0]))
+		Expect(seen[2]).To(Equal(seen[0]))
+	}, SpecTimeout(2*time.Minute))
 
 	It("ends a run whose LLM budget is spent with fail and the reason", func(ctx SpecContext) {
 		raw, ok := builtin.Lookup("deploy")

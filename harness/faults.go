@@ -18,6 +18,14 @@ import (
 // is cut off and retrying).
 const quantum = 100 * time.Millisecond
 
+// llmWait is what would show that the agent met an LLM fault.
+type llmWait struct {
+	kind   string
+	call   int
+	after  time.Time // a 429: the next call must come after Retry-After
+	callID string    // a malformed tool call: the call the agent must answer
+}
+
 // faultState is a scheduled fault instance of a live run.
 type faultState struct {
 	rec   FaultRecord
@@ -28,9 +36,10 @@ type faultState struct {
 	active     bool      // fired and not yet healed
 	healAt     time.Time // when an active fault with a duration heals
 	linkBefore chaos.LinkStats
-	linkHits   int64 // connections and responses hit while it was the link's acting fault
-	acted      bool  // it acted at some point (a more severe fault may cover it all along)
-	intents    int   // effect intents journaled when it fired
+	linkHits   int64    // connections and responses hit while it was the link's acting fault
+	acted      bool     // it acted at some point (a more severe fault may cover it all along)
+	llmWait    *llmWait // an LLM fault's evidence still to come
+	intents    int      // effect intents journaled when it fired
 }
 
 // at is when a t: fault fires.
@@ -480,10 +489,17 @@ func (r *run) judgeMet(ctx context.Context) []FaultRecord {
 				}
 			case "effect-5xx", "effect-slow":
 				f.rec.MetDetail = "no effect was sent while it was active"
-			case "llm-429", "llm-5xx", "llm-timeout", "llm-truncated":
-				f.rec.MetDetail = "no LLM call was made while it was active"
-			case "llm-malformed-tool-call":
-				f.rec.MetDetail = "no LLM answer with a tool call came while it was active"
+			case "llm-429", "llm-5xx", "llm-timeout", "llm-truncated", "llm-malformed-tool-call":
+				switch w := f.llmWait; {
+				case w == nil:
+					f.rec.MetDetail = "no LLM call met it while it was active"
+				case w.kind == chaos.LLMRateLimit:
+					f.rec.MetDetail = fmt.Sprintf("LLM call %d got the 429, but the agent never called again after waiting Retry-After", w.call)
+				case w.kind == chaos.LLMMalformed:
+					f.rec.MetDetail = fmt.Sprintf("LLM call %d's tool call %s was broken, but the agent never answered the model with the error", w.call, w.callID)
+				default:
+					f.rec.MetDetail = fmt.Sprintf("LLM call %d was hit (%s), but the agent never called the model again", w.call, w.kind)
+				}
 			default:
 				f.rec.Met, f.rec.MetDetail = true, "applied"
 			}
@@ -549,7 +565,7 @@ func (t runTarget) KillAgent(ctx context.Context) error {
 	t.markProcess(fmt.Sprintf("attempt %d's container was killed", t.r.current))
 	// Nothing more acts on a killed container: until the supervisor sees it
 	// die and starts the next attempt, no fault fires on its behalf.
-	t.r.container = ""
+	t.r.container, t.r.starting = "", ""
 	return nil
 }
 

@@ -21,6 +21,7 @@ import (
 	"github.com/tmc/langchaingo/llms"
 	lcopenai "github.com/tmc/langchaingo/llms/openai"
 
+	"github.com/overnight-dev/overnight/chaos"
 	"github.com/overnight-dev/overnight/harness/gateway"
 	"github.com/overnight-dev/overnight/harness/protocol"
 	"github.com/overnight-dev/overnight/sandbox"
@@ -273,7 +274,9 @@ var _ = Describe("the LLM endpoint with real OpenAI clients", func() {
 		again, err := ask(rp.openai(rp.attempt()), "hi")
 		Expect(err).NotTo(HaveOccurred())
 		Expect(again).To(Equal(first))
-		Expect(rp.r.llm.totals.Provider).To(Equal("replay"))
+		Expect(rp.r.llm.totals.Provider).To(Equal("scripted"), "a replay answers as the recording's model did")
+		Expect(rp.r.llm.totals.TestDouble).To(BeTrue())
+		Expect(rp.r.llm.totals.ReplayOf).To(Equal(recorded))
 		rp.stop()
 
 		div := startLLMRun(state, llmScenario, Options{}, RunRequest{LLM: "replay:" + recorded})
@@ -285,3 +288,153 @@ var _ = Describe("the LLM endpoint with real OpenAI clients", func() {
 		Expect(apiErr.Message).To(ContainSubstring(`message 1 differs: recorded {"content":"hi","role":"user"}, got {"content":"something else","role":"user"}`))
 	})
 })
+
+var _ = Describe("the LLM path's record, replay, budgets and faults (review)", func() {
+	var (
+		ctx   context.Context
+		state string
+	)
+	BeforeEach(func() {
+		ctx = context.Background()
+		state = GinkgoT().TempDir()
+	})
+
+	// fakeProvider answers like an OpenAI-compatible server: a 429 with
+	// Retry-After first when rateLimitFirst, a fixed answer otherwise,
+	// after delay; it counts the requests that reached it.
+	fakeProvider := func(rateLimitFirst bool, delay time.Duration) (*httptest.Server, *int32) {
+		var n int32
+		var mu sync.Mutex
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			n++
+			first := n == 1
+			mu.Unlock()
+			_, _ = io.Copy(io.Discard, r.Body)
+			time.Sleep(delay)
+			w.Header().Set("Content-Type", "application/json")
+			if rateLimitFirst && first {
+				w.Header().Set("Retry-After", "20")
+				w.WriteHeader(429)
+				_, _ = io.WriteString(w, `{"error":{"message":"slow down","type":"rate_limit_error","code":"rate_limit_exceeded"}}`)
+				return
+			}
+			_, _ = io.WriteString(w, `{"id":"x","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":{"prompt_tokens":100,"completion_tokens":10,"total_tokens":110}}`)
+		}))
+		DeferCleanup(srv.Close)
+		return srv, &n
+	}
+	env := func(srv *httptest.Server) Options {
+		e := map[string]string{"OPENAI_API_KEY": "sk-test", "OPENAI_BASE_URL": srv.URL + "/v1"}
+		return Options{LLMEnv: func(k string) string { return e[k] }}
+	}
+	chat := func(lr *liveRun, token, text string) (protocol.ChatResponse, error) {
+		c := lr.sdk(token)
+		return c.Chat(ctx, protocol.ChatRequest{Model: "x", Messages: []protocol.ChatMessage{{Role: "user", Content: protocol.MessageContent{Text: text}}}})
+	}
+
+	It("replays a provider's 429 exactly, Retry-After included, and costs what the recording cost", func() {
+		srv, _ := fakeProvider(true, 0)
+		lr := startLLMRun(state, llmScenario, env(srv), RunRequest{LLM: "openai:gpt-4o-mini"})
+		tok := lr.attempt()
+		_, err := chat(lr, tok, "hi")
+		Expect(err).NotTo(HaveOccurred(), "the SDK waits out the 429 and asks again")
+		Expect(lr.r.clock).To(Equal(VirtualEpoch.Add(20*time.Second)), "Retry-After is waited in virtual time")
+		orig := lr.r.llm.totals
+		Expect(orig.CostUSD).To(BeNumerically(">", 0))
+		recorded := lr.r.rec.ID
+		lr.stop()
+
+		rp := startLLMRun(state, llmScenario, Options{}, RunRequest{LLM: "replay:" + recorded})
+		_, err = chat(rp, rp.attempt(), "hi")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(rp.r.clock).To(Equal(VirtualEpoch.Add(20*time.Second)), "the replayed 429 carries the same Retry-After")
+		got := rp.r.llm.totals
+		Expect(got.Provider).To(Equal("openai"))
+		Expect(got.Model).To(Equal("gpt-4o-mini"))
+		Expect(got.ReplayOf).To(Equal(recorded))
+		Expect(got.CostUSD).To(Equal(orig.CostUSD))
+		Expect(got.Calls).To(Equal(orig.Calls))
+	})
+
+	It("never lets concurrent calls overrun the call budget", func() {
+		srv, reached := fakeProvider(false, 300*time.Millisecond)
+		lr := startLLMRun(state, strings.Replace(llmScenario, "calls: 6", "calls: 2", 1), env(srv), RunRequest{LLM: "openai:gpt-4o-mini"})
+		tok := lr.attempt()
+		var wg sync.WaitGroup
+		for i := 0; i < 5; i++ {
+			wg.Add(1)
+			go func() {
+				defer GinkgoRecover()
+				defer wg.Done()
+				_, _ = chat(lr, tok, "hi")
+			}()
+		}
+		wg.Wait()
+		Expect(*reached).To(BeNumerically("<=", 2))
+		Eventually(lr.r.llm.limitCh).Should(BeClosed())
+	})
+
+	It("refuses LLM calls once the agent reported done", func() {
+		lr := startLLMRun(state, llmScenario, Options{}, RunRequest{})
+		tok := lr.attempt()
+		Expect(lr.sdk(tok).Done(ctx, protocol.OutcomeSuccess, "done", nil)).To(Succeed())
+		_, err := chat(lr, tok, "hi")
+		Expect(err).To(MatchError(ContainSubstring("reported done")))
+		Expect(lr.exchanges()).To(BeEmpty())
+	})
+
+	It("counts an LLM fault as met only when the agent really met it", func() {
+		lr := startLLMRun(state, llmScenario, Options{}, RunRequest{Faults: []chaos.Spec{
+			mustParseSpec("llm-429:10s@llm:1"), mustParseSpec("llm-5xx@llm:3")}})
+		tok := lr.attempt()
+		raw := lr.openai(tok)
+		// Call 1 gets the 429; an agent that gives up never meets it.
+		_, err := raw.Chat.Completions.New(ctx, openaigo.ChatCompletionNewParams{Model: "x",
+			Messages: []openaigo.ChatCompletionMessageParamUnion{openaigo.UserMessage("hi")}})
+		Expect(err).To(HaveOccurred())
+		recs := lr.r.judgeMet(ctx)
+		Expect(recs[0].Met).To(BeFalse())
+		Expect(recs[0].MetDetail).To(ContainSubstring("never called again after waiting Retry-After"))
+
+		// Asking again at once (call 2) is not waiting Retry-After either.
+		_, err = raw.Chat.Completions.New(ctx, openaigo.ChatCompletionNewParams{Model: "x",
+			Messages: []openaigo.ChatCompletionMessageParamUnion{openaigo.UserMessage("hi")}})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(lr.r.faults[0].rec.Met).To(BeFalse())
+		// The SDK waits it out in virtual time: call 3 gets the 5xx, call 4 meets both.
+		_, err = chat(lr, tok, "hi")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(lr.r.faults[0].rec.Met).To(BeTrue(), lr.r.faults[0].rec.MetDetail)
+		Expect(lr.r.faults[1].rec.Met).To(BeTrue(), lr.r.faults[1].rec.MetDetail)
+	})
+
+	It("tells OpenAI clients not to retry what a retry cannot fix, so a divergence is reported at its first difference", func() {
+		lr := startLLMRun(state, llmScenario, Options{}, RunRequest{})
+		_, err := chat(lr, lr.attempt(), "hi")
+		Expect(err).NotTo(HaveOccurred())
+		recorded := lr.r.rec.ID
+		lr.stop()
+
+		div := startLLMRun(state, llmScenario, Options{}, RunRequest{LLM: "replay:" + recorded})
+		// A default client: it retries 409 unless told not to.
+		client := openaigo.NewClient(option.WithBaseURL("http://gateway/v1/llm/"), option.WithAPIKey(div.attempt()), option.WithHTTPClient(div.httpClient()))
+		_, err = client.Chat.Completions.New(ctx, openaigo.ChatCompletionNewParams{Model: "x",
+			Messages: []openaigo.ChatCompletionMessageParamUnion{openaigo.UserMessage("something else")}})
+		var apiErr *openaigo.Error
+		Expect(errors.As(err, &apiErr)).To(BeTrue(), "%v", err)
+		Expect(apiErr.Message).To(ContainSubstring("message 0 differs"))
+		Expect(div.exchanges()).To(HaveLen(1), "asked once, not retried")
+		Eventually(div.r.llm.limitCh).Should(BeClosed(), "a diverged replay ends the run")
+		Expect(div.r.llmEnd().verdict).To(Equal(VerdictUnknown))
+		events, err := scan[EventRecord](div.h.j, runPrefix(prefixEvent, div.r.rec.ID))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(events).To(ContainElement(HaveField("Type", "harness.divergence")))
+	})
+})
+
+func mustParseSpec(text string) chaos.Spec {
+	s, err := chaos.ParseSpec(text)
+	Expect(err).NotTo(HaveOccurred())
+	return s
+}

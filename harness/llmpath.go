@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"regexp"
 	"strings"
 	"time"
 
@@ -38,6 +39,9 @@ type LLMRecord struct {
 	ResponseBlob string              `json:"response_blob,omitempty"`
 	Status       int                 `json:"status"` // 200, or the error status answered
 	Error        string              `json:"error,omitempty"`
+	Code         string              `json:"code,omitempty"`  // the error's code, replayed exactly
+	Param        string              `json:"param,omitempty"` // the error's param
+	RetryAfterMS int64               `json:"retry_after_ms,omitempty"`
 	Fault        string              `json:"fault,omitempty"` // the LLM fault that answered or damaged it
 	Provider     string              `json:"provider"`
 	Model        string              `json:"model"`
@@ -51,7 +55,8 @@ type LLMRecord struct {
 type LLMTotals struct {
 	Provider         string  `json:"provider"`
 	Model            string  `json:"model"`
-	TestDouble       bool    `json:"test_double"` // the scripted model: deterministic rules, not a real model
+	TestDouble       bool    `json:"test_double"`         // the scripted model: deterministic rules, not a real model
+	ReplayOf         string  `json:"replay_of,omitempty"` // the run whose recording answered (provider and model are the recording's)
 	Calls            int     `json:"calls"`
 	PromptTokens     int     `json:"prompt_tokens"`
 	CompletionTokens int     `json:"completion_tokens"`
@@ -79,8 +84,11 @@ type llmState struct {
 	replayRun string
 	toxic     chaos.LLMToxic
 	toxicF    *faultState
-	exceeded  string        // why the budget ended the run
-	limitCh   chan struct{} // closed when a budget is exceeded
+	inflight  int             // calls asked of the model and not yet answered
+	used      map[string]bool // replay: recorded exchanges already served
+	exceeded  string          // why the budget ended the run
+	diverged  string          // why a replay could not go on
+	limitCh   chan struct{}   // closed when a budget is exceeded or a replay diverges
 }
 
 func replayKey(attempt, ordinal int) string { return fmt.Sprintf("%d/%d", attempt, ordinal) }
@@ -100,9 +108,10 @@ func noModel(r *run) error {
 		"run %s has no model: give one with --llm (e.g. --llm openai:gpt-4o-mini) or an llm: block in scenario %s", r.rec.ID, r.rec.Scenario)
 }
 
-// LLMChat implements gateway.LLMBackend: count the call, fire llm:N faults,
-// check the budget, apply the LLM path's toxics, ask the model (or the
-// recording), journal the exchange durably, then answer.
+// LLMChat implements gateway.LLMBackend: settle earlier LLM faults' evidence,
+// count the call, fire llm:N faults, reserve the call against the budget,
+// apply the LLM path's toxics, ask the model (or the recording), journal the
+// exchange durably, then answer.
 func (r *run) LLMChat(ctx context.Context, c gateway.Caller, req protocol.ChatRequest) (protocol.ChatResponse, error) {
 	dctx := context.WithoutCancel(ctx)
 	canon, err := llm.Canonical(req)
@@ -116,15 +125,13 @@ func (r *run) LLMChat(ctx context.Context, c gateway.Caller, req protocol.ChatRe
 		r.mu.Unlock()
 		return protocol.ChatResponse{}, noModel(r)
 	}
-	if err := r.writable(c); err != nil {
+	if err := r.acting(c); err != nil {
 		r.mu.Unlock()
 		return protocol.ChatResponse{}, err
 	}
 	st := r.llm
-	if st.exceeded != "" {
-		r.mu.Unlock()
-		return protocol.ChatResponse{}, budgetError(st.exceeded)
-	}
+	canon = r.scrub(canon)
+	r.settleLLMEvidence(dctx, req)
 	st.calls++
 	call := st.calls
 	for _, f := range r.faults {
@@ -132,8 +139,12 @@ func (r *run) LLMChat(ctx context.Context, c gateway.Caller, req protocol.ChatRe
 			r.fire(dctx, f)
 		}
 	}
-	if st.budget.Calls > 0 && st.totals.Calls >= st.budget.Calls {
-		reason := fmt.Sprintf("LLM budget: %d calls spent (budget %d)", st.totals.Calls, st.budget.Calls)
+	if err := r.acting(c); err != nil { // a fault may have ended the attempt
+		r.mu.Unlock()
+		return protocol.ChatResponse{}, err
+	}
+	if st.budget.Calls > 0 && st.totals.Calls+st.inflight >= st.budget.Calls {
+		reason := fmt.Sprintf("LLM budget: %d calls spent (budget %d)", st.budget.Calls, st.budget.Calls)
 		r.exceedLocked(reason)
 		r.mu.Unlock()
 		return protocol.ChatResponse{}, budgetError(reason)
@@ -156,8 +167,9 @@ func (r *run) LLMChat(ctx context.Context, c gateway.Caller, req protocol.ChatRe
 		faultErr.Hold = gateway.MaxHold
 	}
 	if faultErr != nil {
-		rec.Status, rec.Error, rec.Fault = faultErr.Status, faultErr.Message, "llm-"+tx.Kind
-		r.metLLM(dctx, by, fmt.Sprintf("answered LLM call %d", call))
+		rec.Status, rec.Error, rec.Code, rec.Fault = faultErr.Status, faultErr.Message, faultErr.Code, "llm-"+tx.Kind
+		rec.RetryAfterMS = faultErr.RetryAfter.Milliseconds()
+		r.awaitLLMEvidence(by, tx.Kind, call, r.clock.Add(tx.RetryAfter), "")
 		err := r.saveLLM(dctx, &rec, canon, nil)
 		r.mu.Unlock()
 		if err != nil {
@@ -167,31 +179,43 @@ func (r *run) LLMChat(ctx context.Context, c gateway.Caller, req protocol.ChatRe
 	}
 	st.ordinals[c.Attempt]++
 	rec.Ordinal = st.ordinals[c.Attempt]
-	model, replay := st.model, st.replay
+	st.inflight++
+	model, replaying := st.model, st.replay != nil
 	r.mu.Unlock()
 
 	// The model is asked without the run's lock: a real provider may take
 	// seconds. The request is still in flight, so the clock holds still.
 	var resp protocol.ChatResponse
-	if replay != nil {
-		resp, err = r.replayAnswer(replay, rec, canon)
+	var recorded *LLMRecord
+	if replaying {
+		resp, recorded, err = r.replayAnswer(rec, canon)
 	} else {
 		resp, err = model.Complete(ctx, req)
 	}
 
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	st.inflight--
 	rec.WallMicros = time.Since(started).Microseconds()
+	// The call's outcome is journaled whatever it is; an attempt that lost
+	// the run meanwhile (killed, fenced, the run over) does not get it.
+	late := r.acting(c)
+	if err == nil && len(resp.Choices) == 0 {
+		err = gateway.Errorf(http.StatusBadGateway, protocol.CodeProviderError, "the model answered no choice")
+	}
 	if err != nil {
 		ge := providerError(err)
-		rec.Status, rec.Error = ge.Status, ge.Message
+		rec.Status, rec.Error, rec.Code, rec.Param, rec.RetryAfterMS = ge.Status, ge.Message, ge.Code, ge.Param, ge.RetryAfter.Milliseconds()
 		if serr := r.saveLLM(dctx, &rec, canon, nil); serr != nil {
 			return protocol.ChatResponse{}, serr
 		}
+		if ge.Code == protocol.CodeDivergence {
+			r.divergeLocked(dctx, ge.Message)
+		}
+		if late != nil {
+			return protocol.ChatResponse{}, late
+		}
 		return protocol.ChatResponse{}, ge
-	}
-	if len(resp.Choices) == 0 {
-		return protocol.ChatResponse{}, gateway.Errorf(http.StatusBadGateway, protocol.CodeProviderError, "the model answered no choice")
 	}
 	// Answers get ids of the run's own, so two honest runs answer alike.
 	resp.ID = fmt.Sprintf("chatcmpl-%d-%d", c.Attempt, rec.Ordinal)
@@ -210,15 +234,18 @@ func (r *run) LLMChat(ctx context.Context, c gateway.Caller, req protocol.ChatRe
 	case chaos.LLMTruncated:
 		truncate(&resp)
 		rec.Fault = "llm-truncated"
-		r.metLLM(dctx, by, fmt.Sprintf("cut LLM call %d short", call))
+		r.awaitLLMEvidence(by, tx.Kind, call, r.clock, "")
 	case chaos.LLMMalformed:
-		if malform(&resp) {
+		if id, ok := malform(&resp); ok {
 			rec.Fault = "llm-malformed-tool-call"
-			r.metLLM(dctx, by, fmt.Sprintf("broke the tool call of LLM call %d", call))
+			r.awaitLLMEvidence(by, tx.Kind, call, r.clock, id)
 		}
 	}
 	rec.Status, rec.Usage = http.StatusOK, resp.Usage
-	if resp.Usage != nil {
+	switch {
+	case recorded != nil:
+		rec.CostUSD = recorded.CostUSD // what it cost when it was recorded
+	case resp.Usage != nil:
 		rec.CostUSD = llm.Cost(*resp.Usage, st.prices)
 	}
 	if err := r.saveLLM(dctx, &rec, canon, answer); err != nil {
@@ -228,7 +255,64 @@ func (r *run) LLMChat(ctx context.Context, c gateway.Caller, req protocol.ChatRe
 	if reason := st.over(); reason != "" {
 		r.exceedLocked(reason)
 	}
+	if late != nil {
+		return protocol.ChatResponse{}, late
+	}
 	return resp, nil
+}
+
+// tokenPattern finds what may be an attempt's token in a request.
+var tokenPattern = regexp.MustCompile(`[0-9a-f]{64}`)
+
+// scrub takes the run's id and its attempts' tokens out of a canonical
+// request, so that an honest replay asks what the recording asked.
+func (r *run) scrub(canon []byte) []byte {
+	out := bytes.ReplaceAll(canon, []byte(r.rec.ID), []byte("<run-id>"))
+	return tokenPattern.ReplaceAllFunc(out, func(m []byte) []byte {
+		if _, ok := r.tokens[hashHex(m)]; ok {
+			return []byte("<token>")
+		}
+		return m
+	})
+}
+
+// awaitLLMEvidence notes what would show that the agent met an LLM fault:
+// for a 429, a later call after Retry-After of virtual time; for a 5xx, a
+// timeout or a truncated answer, a later call; for a malformed tool call,
+// a later request answering that call with a tool message.
+func (r *run) awaitLLMEvidence(f *faultState, kind string, call int, after time.Time, callID string) {
+	if f == nil || f.rec.Met || f.llmWait != nil {
+		return
+	}
+	f.llmWait = &llmWait{kind: kind, call: call, after: after, callID: callID}
+}
+
+// settleLLMEvidence marks the LLM faults whose evidence this request is.
+func (r *run) settleLLMEvidence(ctx context.Context, req protocol.ChatRequest) {
+	for _, f := range r.faults {
+		w := f.llmWait
+		if w == nil || f.rec.Met {
+			continue
+		}
+		switch w.kind {
+		case chaos.LLMRateLimit:
+			if !r.clock.Before(w.after) {
+				f.rec.Met, f.rec.MetDetail = true, fmt.Sprintf("after the 429 on LLM call %d, the agent waited Retry-After (%s of virtual time) and called again", w.call, w.after.Sub(f.rec.AppliedVirtual))
+			}
+		case chaos.LLMMalformed:
+			for _, m := range req.Messages {
+				if m.Role == "tool" && m.ToolCallID == w.callID {
+					f.rec.Met, f.rec.MetDetail = true, fmt.Sprintf("the agent answered the model with the error of the malformed tool call %s (LLM call %d)", w.callID, w.call)
+				}
+			}
+		default:
+			f.rec.Met, f.rec.MetDetail = true, fmt.Sprintf("after LLM call %d (%s), the agent called the model again", w.call, w.kind)
+		}
+		if f.rec.Met {
+			f.llmWait = nil
+			r.saveFault(ctx, f)
+		}
+	}
 }
 
 func budgetError(reason string) error {
@@ -243,6 +327,19 @@ func (r *run) exceedLocked(reason string) {
 	r.llm.exceeded = reason
 	close(r.llm.limitCh)
 	r.h.progress("run %s: %s", r.rec.ID, reason)
+}
+
+// divergeLocked ends a replay that can no longer reproduce its recording:
+// the run's verdict is unknown, with the first difference as the reason.
+func (r *run) divergeLocked(ctx context.Context, why string) {
+	st := r.llm
+	if st.diverged != "" || st.exceeded != "" {
+		return
+	}
+	st.diverged = why
+	_ = r.appendEventLocked(ctx, "harness.divergence", why, nil)
+	close(st.limitCh)
+	r.h.progress("run %s: %s", r.rec.ID, why)
 }
 
 // add counts an answered exchange in the totals.
@@ -262,20 +359,14 @@ func (st *llmState) add(rec LLMRecord) {
 func (st *llmState) over() string {
 	b, t := st.budget, st.totals
 	switch {
+	case b.Calls > 0 && t.Calls > b.Calls:
+		return fmt.Sprintf("LLM budget: %d calls spent (budget %d)", t.Calls, b.Calls)
 	case b.Tokens > 0 && t.PromptTokens+t.CompletionTokens > b.Tokens:
 		return fmt.Sprintf("LLM budget: %d tokens spent (budget %d)", t.PromptTokens+t.CompletionTokens, b.Tokens)
 	case b.CostUSD > 0 && t.CostUSD > b.CostUSD:
 		return fmt.Sprintf("LLM budget: $%.4f spent (budget $%.4f)", t.CostUSD, b.CostUSD)
 	}
 	return ""
-}
-
-// metLLM marks the fault behind an LLM toxic as met.
-func (r *run) metLLM(ctx context.Context, f *faultState, detail string) {
-	if f != nil && !f.rec.Met {
-		f.rec.Met, f.rec.MetDetail = true, detail
-		r.saveFault(ctx, f)
-	}
 }
 
 // saveLLM journals an exchange durably (one commit; large bodies as blobs).
@@ -320,7 +411,7 @@ func providerError(err error) *gateway.Error {
 	var pe *llm.ProviderError
 	if errors.As(err, &pe) {
 		ge = gateway.Errorf(pe.Status, pe.Code, "%s", pe.Message)
-		ge.RetryAfter = pe.RetryAfter
+		ge.RetryAfter, ge.Param = pe.RetryAfter, pe.Param
 		return ge
 	}
 	return gateway.Errorf(http.StatusBadGateway, protocol.CodeProviderError, "%v", err)
@@ -336,56 +427,92 @@ func cloneResponse(b []byte) protocol.ChatResponse {
 // truncate cuts an answer short: half its text, no tool calls.
 func truncate(resp *protocol.ChatResponse) {
 	ch := &resp.Choices[0]
-	text := ch.Message.Content.Text
-	ch.Message.Content = protocol.MessageContent{Text: text[:len(text)/2]}
+	text := []rune(ch.Message.Content.Text)
+	ch.Message.Content = protocol.MessageContent{Text: string(text[:len(text)/2])}
 	ch.Message.ToolCalls = nil
 	ch.FinishReason = "length"
 }
 
-// malform breaks the JSON of the first tool call's arguments; it reports
-// false when the answer has no tool call.
-func malform(resp *protocol.ChatResponse) bool {
+// malform breaks the JSON of the first tool call's arguments and returns
+// that call's id; it reports false when the answer has no tool call.
+func malform(resp *protocol.ChatResponse) (string, bool) {
 	calls := resp.Choices[0].Message.ToolCalls
 	if len(calls) == 0 {
-		return false
+		return "", false
 	}
 	args := calls[0].Function.Arguments
 	calls[0].Function.Arguments = strings.TrimSuffix(args, "}") + `,"` // an unterminated object
-	return true
+	return calls[0].ID, true
 }
 
-// replayAnswer serves an exchange from the recording, or reports how the
-// run diverged from it.
-func (r *run) replayAnswer(replay map[string]LLMRecord, rec LLMRecord, canon []byte) (protocol.ChatResponse, error) {
-	want, ok := replay[replayKey(rec.Attempt, rec.Ordinal)]
+// replayAnswer serves an exchange from the recording — the answer it
+// recorded, or its error exactly (status, code, param, Retry-After) — or
+// reports how the run diverged from it. Calls of an attempt are matched in
+// order; a call that arrives out of order (concurrent calls) is served the
+// unused exchange of its attempt with the same request, if there is one.
+func (r *run) replayAnswer(rec LLMRecord, canon []byte) (protocol.ChatResponse, *LLMRecord, error) {
+	r.mu.Lock()
+	st := r.llm
+	key := replayKey(rec.Attempt, rec.Ordinal)
+	want, ok := st.replay[key]
+	if ok && (want.RequestHash != rec.RequestHash || st.used[key]) {
+		for k, other := range st.replay {
+			if other.Attempt == rec.Attempt && other.RequestHash == rec.RequestHash && !st.used[k] {
+				key, want = k, other
+				break
+			}
+		}
+	}
+	if ok && want.RequestHash == rec.RequestHash {
+		st.used[key] = true
+	}
+	run := st.replayRun
+	r.mu.Unlock()
 	if !ok {
-		return protocol.ChatResponse{}, gateway.Errorf(http.StatusConflict, protocol.CodeDivergence,
-			"replay of run %s diverged: it recorded no LLM call %d in attempt %d", r.llm.replayRun, rec.Ordinal, rec.Attempt)
+		return protocol.ChatResponse{}, nil, gateway.Errorf(http.StatusConflict, protocol.CodeDivergence,
+			"replay of run %s diverged: it recorded no LLM call %d in attempt %d, and this run asked: %s", run, rec.Ordinal, rec.Attempt, lastMessage(canon))
 	}
 	if want.RequestHash != rec.RequestHash {
 		recorded, err := r.recordedRequest(want)
 		if err != nil {
-			return protocol.ChatResponse{}, err
+			return protocol.ChatResponse{}, nil, err
 		}
-		return protocol.ChatResponse{}, gateway.Errorf(http.StatusConflict, protocol.CodeDivergence,
-			"replay of run %s diverged at LLM call %d of attempt %d: %s", r.llm.replayRun, rec.Ordinal, rec.Attempt, firstDifference(recorded, canon))
+		return protocol.ChatResponse{}, nil, gateway.Errorf(http.StatusConflict, protocol.CodeDivergence,
+			"replay of run %s diverged at LLM call %d of attempt %d: %s", run, rec.Ordinal, rec.Attempt, firstDifference(recorded, canon))
+	}
+	if want.Status != http.StatusOK {
+		ge := gateway.Errorf(want.Status, want.Code, "%s", want.Error)
+		if ge.Code == "" {
+			ge.Code = protocol.CodeProviderError
+		}
+		ge.Param, ge.RetryAfter = want.Param, time.Duration(want.RetryAfterMS)*time.Millisecond
+		return protocol.ChatResponse{}, &want, ge
 	}
 	body := want.Response
 	if want.ResponseBlob != "" {
 		b, err := r.j.Blob(want.ResponseBlob)
 		if err != nil {
-			return protocol.ChatResponse{}, fmt.Errorf("read recorded LLM response: %w", err)
+			return protocol.ChatResponse{}, nil, fmt.Errorf("read recorded LLM response: %w", err)
 		}
 		body = b
 	}
-	if want.Status != http.StatusOK || len(body) == 0 {
-		return protocol.ChatResponse{}, gateway.Errorf(want.Status, protocol.CodeProviderError, "%s (replayed)", want.Error)
-	}
 	var resp protocol.ChatResponse
 	if err := json.Unmarshal(body, &resp); err != nil {
-		return protocol.ChatResponse{}, fmt.Errorf("decode recorded LLM response: %w", err)
+		return protocol.ChatResponse{}, nil, fmt.Errorf("decode recorded LLM response: %w", err)
 	}
-	return resp, nil
+	return resp, &want, nil
+}
+
+// lastMessage is the last message of a canonical request, for a report.
+func lastMessage(canon []byte) string {
+	var c struct {
+		Messages []json.RawMessage `json:"messages"`
+	}
+	_ = json.Unmarshal(canon, &c)
+	if len(c.Messages) == 0 {
+		return clip(canon)
+	}
+	return clip(c.Messages[len(c.Messages)-1])
 }
 
 func (r *run) recordedRequest(rec LLMRecord) ([]byte, error) {
@@ -430,10 +557,19 @@ func clip(b []byte) string {
 // the model.
 func (h *Harness) loadLLM(r *run, spec llm.Spec, model llm.Model, prices llm.Prices, budget llmBudget, replay map[string]LLMRecord, replayRun string) error {
 	st := &llmState{model: model, spec: spec, prices: prices, budget: budget, ordinals: map[int]int{},
-		replay: replay, replayRun: replayRun, limitCh: make(chan struct{})}
+		replay: replay, replayRun: replayRun, limitCh: make(chan struct{}), used: map[string]bool{}}
 	if model != nil {
 		st.totals.Provider, st.totals.Model = model.Provider(), model.Name()
-		st.totals.TestDouble = model.Provider() == "scripted"
+		st.totals.TestDouble = model.Provider() == llm.ProviderScripted
+	}
+	if replay != nil {
+		// A replay answers as the recording's model did.
+		st.totals.ReplayOf = replayRun
+		for _, rec := range replay {
+			st.totals.Provider, st.totals.Model = rec.Provider, rec.Model
+			st.totals.TestDouble = rec.Provider == llm.ProviderScripted
+			break
+		}
 	}
 	recs, err := scan[LLMRecord](h.j, runPrefix(prefixLLM, r.rec.ID))
 	if err != nil {

@@ -72,6 +72,7 @@ type run struct {
 	llm          *llmState                // the LLM path: model, recording, budget
 	stacks       map[string][]*faultState // active faults per target (link, effect, llm), newest last
 	network      string                   // the sandbox network of the run ("": none)
+	starting     string                   // the current attempt's container, created, maybe not yet running
 	detached     string                   // the container a disconnect fault detached
 }
 
@@ -110,6 +111,11 @@ func (r *run) Authenticate(token string) (gateway.Caller, bool) {
 	n, ok := r.tokens[hashHex([]byte(token))]
 	if ok {
 		r.seen[n] = true
+		if n == r.current && r.container == "" && r.starting != "" {
+			// A request from the attempt proves its container runs, even if
+			// the supervisor has not yet noted that Start returned.
+			r.container = r.starting
+		}
 	}
 	return gateway.Caller{Attempt: n}, ok
 }
@@ -129,6 +135,13 @@ func (r *run) acting(c gateway.Caller) error {
 		return gateway.Errorf(http.StatusConflict, protocol.CodeRunEnded,
 			"run %s reached its virtual horizon (%s): no more effects, checkpoints or sleeps are accepted", r.rec.ID, r.horizon.Sub(r.rec.VirtualStart))
 	default:
+	}
+	if l := r.llm; l != nil && (l.exceeded != "" || l.diverged != "") {
+		why := l.exceeded
+		if why == "" {
+			why = l.diverged
+		}
+		return gateway.Errorf(http.StatusConflict, protocol.CodeRunEnded, "run %s is ending: %s", r.rec.ID, why)
 	}
 	return nil
 }

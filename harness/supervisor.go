@@ -26,8 +26,9 @@ const doneGrace = 10 * time.Second
 
 // endState is how the supervisor loop ended.
 type endState struct {
-	limit  bool   // a limit ended the run: verdict fail
-	reason string // for a person
+	limit   bool   // a limit ended the run: verdict fail
+	verdict string // when set, the verdict whatever the invariants say
+	reason  string // for a person
 }
 
 func newToken() (string, error) {
@@ -69,14 +70,19 @@ func (r *run) supervise(ctx context.Context, spec sandboxPlan) (endState, error)
 		done := r.done != nil
 		seqBefore := r.cp.Seq
 		r.mu.Unlock()
+		// A spent budget or a diverged replay ends the run whatever the
+		// agent claims, so the verdict does not depend on which came first.
+		select {
+		case <-r.llmLimit():
+			return r.llmEnd(), nil
+		default:
+		}
 		if done {
 			return endState{reason: "the agent reported done"}, nil
 		}
 		select {
 		case <-r.horizonCh:
 			return endState{limit: true, reason: fmt.Sprintf("virtual horizon reached (%s of virtual time) before the agent finished", r.horizon.Sub(r.rec.VirtualStart))}, nil
-		case <-r.llmLimit():
-			return endState{limit: true, reason: r.llmExceeded()}, nil
 		default:
 		}
 		if n > r.rec.MaxAttempts {
@@ -186,6 +192,7 @@ func (r *run) attempt(ctx context.Context, eng *sandbox.Engine, n int, plan sand
 	}
 	r.mu.Lock()
 	r.attempts[n-1].Container = sb.ID
+	r.starting = sb.ID
 	att := r.attempts[n-1]
 	r.mu.Unlock()
 	// The container id is durable before the container runs, so a resume
@@ -347,7 +354,7 @@ func (r *run) endAttempt(ctx context.Context, n int, container string, code *int
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.current == n {
-		r.container = "" // nothing left for a fault to act on until the next attempt
+		r.container, r.starting = "", "" // nothing left for a fault to act on until the next attempt
 	}
 	if r.paused == container {
 		r.paused = "" // a frozen container that died needs no thawing
@@ -400,5 +407,19 @@ func (r *run) llmExceeded() string {
 	if r.llm == nil {
 		return ""
 	}
+	if r.llm.diverged != "" {
+		return r.llm.diverged
+	}
 	return r.llm.exceeded
+}
+
+// llmEnd is how the LLM path ended the run: a spent budget fails it; a
+// replay that diverged from its recording proves nothing either way.
+func (r *run) llmEnd() endState {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.llm.diverged != "" {
+		return endState{verdict: VerdictUnknown, reason: r.llm.diverged}
+	}
+	return endState{limit: true, reason: r.llm.exceeded}
 }

@@ -291,6 +291,8 @@ func (r *run) judge(ctx context.Context, end endState) (*Result, error) {
 		}
 	}
 	switch {
+	case end.verdict != "":
+		res.Verdict, res.Reason = end.verdict, end.reason
 	case end.limit:
 		res.Verdict, res.Reason = VerdictFail, end.reason
 	case res.Verdict == VerdictPass:

@@ -136,6 +136,16 @@ func writeLLMError(w http.ResponseWriter, e *Error) {
 		b = []byte(fmt.Sprintf(`{"error":{"message":%q,"type":"server_error","code":"internal"}}`, err.Error()))
 	}
 	w.Header().Set("Content-Type", "application/json")
+	switch {
+	case e.Status == http.StatusTooManyRequests && e.Code == protocol.CodeRateLimited,
+		e.Status >= 500, e.Status == http.StatusRequestTimeout:
+		// worth retrying: clients decide
+	default:
+		// OpenAI's SDKs retry 409 and 429 unless told not to: a budget spent,
+		// a diverged replay, a fenced attempt or a refused field does not
+		// change by asking again (and each retry would take a new call).
+		w.Header().Set("x-should-retry", "false")
+	}
 	if e.RetryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(int((e.RetryAfter+time.Second-1)/time.Second)))
 	}

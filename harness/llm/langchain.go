@@ -140,6 +140,7 @@ func (l *langchain) refuse(param, format string, args ...any) error {
 	return &ProviderError{
 		Status: http.StatusBadRequest,
 		Code:   protocol.CodeUnsupportedParameter,
+		Param:  param,
 		Message: fmt.Sprintf("%s is not carried to provider %s by langchaingo v0.1.14: %s",
 			param, l.provider, fmt.Sprintf(format, args...)),
 	}
@@ -153,6 +154,14 @@ func (l *langchain) check(req protocol.ChatRequest) error {
 	}
 	if req.Seed != nil && !c.seed {
 		return l.refuse("seed", "remove it")
+	}
+	if req.Seed != nil && *req.Seed == 0 && c.seed {
+		// langchaingo sends the seed with omitempty: 0 would vanish.
+		return l.refuse("seed", "a seed of 0 cannot be carried (langchaingo drops it); use another seed")
+	}
+	if req.Temperature != nil && l.provider == ProviderOpenAI && reasoningModel(l.name) {
+		// langchaingo leaves temperature out for these models.
+		return l.refuse("temperature", "model %s takes no temperature (langchaingo drops it); remove it", l.name)
 	}
 	if req.ResponseFormat != nil && req.ResponseFormat.Type == "json_object" && !c.jsonMode {
 		return l.refuse("response_format", "ask for JSON in the prompt instead")
@@ -176,7 +185,7 @@ func (l *langchain) check(req protocol.ChatRequest) error {
 		return err
 	}
 	if len(req.Tools) > 0 && !c.toolChoice && tc.Mode != "" && tc.Mode != "auto" {
-		return l.refuse("tool_choice", "only \"auto\" (the default) is carried; remove the tools instead of \"none\"")
+		return l.refuse("tool_choice", "only \"auto\" (the default) is carried to this provider; send \"auto\" or leave it out")
 	}
 	if !c.strictTools {
 		for i, t := range req.Tools {
@@ -571,4 +580,15 @@ func clipText(s string, n int) string {
 		return strconv.Quote(s)
 	}
 	return strconv.Quote(s[:n]) + "…"
+}
+
+// reasoningModel reports the OpenAI models for which langchaingo's client
+// leaves temperature out of the request.
+func reasoningModel(name string) bool {
+	for _, p := range []string{"o1", "o3", "o4", "gpt-5"} {
+		if name == p || strings.HasPrefix(name, p+"-") || strings.HasPrefix(name, p+".") {
+			return true
+		}
+	}
+	return false
 }

@@ -40,6 +40,7 @@ type ProviderError struct {
 	Code       string // protocol code
 	Message    string
 	RetryAfter time.Duration // for 429: how long to wait
+	Param      string        // for a refused request: the field refused
 }
 
 func (e *ProviderError) Error() string {

@@ -83,8 +83,11 @@ var noop = map[string][]string{
 }
 
 var (
-	topLevelFields     = []string{"model", "messages", "tools", "tool_choice", "stream", "stream_options", "max_tokens", "max_completion_tokens", "temperature", "top_p", "stop", "seed", "n", "user", "response_format"}
-	messageFields      = []string{"role", "content", "tool_calls", "tool_call_id", "refusal", "name"}
+	topLevelFields = []string{"model", "messages", "tools", "tool_choice", "stream", "stream_options", "max_tokens", "max_completion_tokens", "temperature", "top_p", "stop", "seed", "n", "user", "response_format"}
+	messageFields  = []string{"role", "content", "tool_calls", "tool_call_id", "refusal", "name"}
+	// echoedFields come back, empty, when a client echoes a whole assistant
+	// message (Python's message.model_dump()); accepted only null or [].
+	echoedFields       = []string{"function_call", "audio", "annotations"}
 	toolFields         = []string{"type", "function"}
 	functionFields     = []string{"name", "description", "parameters", "strict"}
 	toolCallFields     = []string{"id", "type", "function"}
@@ -179,6 +182,22 @@ func ParseRequest(body []byte) (protocol.ChatRequest, error) {
 		if err := checkMessageShape(m, fmt.Sprintf("messages[%d]", i)); err != nil {
 			return req, err
 		}
+		mo, _ := object(m, "")
+		dropped := false
+		for _, k := range echoedFields {
+			if _, ok := mo[k]; ok {
+				delete(mo, k)
+				dropped = true
+			}
+		}
+		if dropped {
+			if msgs[i], err = json.Marshal(mo); err != nil {
+				return req, invalid(fmt.Sprintf("messages[%d]", i), "%v", err)
+			}
+		}
+	}
+	if top["messages"], err = json.Marshal(msgs); err != nil {
+		return req, invalid("messages", "%v", err)
 	}
 	if v, ok := top["tools"]; ok && !isNull(v) {
 		var tools []json.RawMessage
@@ -246,6 +265,9 @@ func checkMessageShape(raw json.RawMessage, path string) error {
 		return err
 	}
 	for _, k := range sortedKeys(m) {
+		if slices.Contains(echoedFields, k) && (isNull(m[k]) || string(bytes.TrimSpace(m[k])) == "[]") {
+			continue // an assistant message echoed back by a client, with nothing in these
+		}
 		if !slices.Contains(messageFields, k) {
 			return unsupported(path+"."+k, "not a message field the gateway carries (role, content, tool_calls, tool_call_id, refusal)")
 		}

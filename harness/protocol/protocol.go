@@ -51,6 +51,8 @@ type ErrorBody struct {
 type ErrorDetail struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
+	// Param names the refused field (the LLM endpoint, OpenAI-style).
+	Param string `json:"param,omitempty"`
 }
 
 // Lesson is a lesson drawn by an earlier reflection, handed to the agent.

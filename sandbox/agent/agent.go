@@ -52,6 +52,8 @@ type APIError struct {
 	Code    string
 	Message string
 	Path    string
+	// Param names the refused field of an LLM request, if any.
+	Param string
 	// RetryAfter is the reply's Retry-After header, if any.
 	RetryAfter time.Duration
 }
@@ -217,7 +219,7 @@ func (c *Client) once(ctx context.Context, method, path string, payload []byte, 
 	if resp.StatusCode/100 != 2 {
 		var eb protocol.ErrorBody
 		_ = json.Unmarshal(data, &eb)
-		apiErr := &APIError{Status: resp.StatusCode, Code: eb.Error.Code, Message: eb.Error.Message, Path: path}
+		apiErr := &APIError{Status: resp.StatusCode, Code: eb.Error.Code, Message: eb.Error.Message, Param: eb.Error.Param, Path: path}
 		if secs, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && secs > 0 {
 			apiErr.RetryAfter = time.Duration(secs) * time.Second
 		}

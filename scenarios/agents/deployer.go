@@ -109,7 +109,7 @@ func deploy(ctx context.Context, c *agent.Client, naive bool, delay time.Duratio
 		plan, err := p.plan(ctx, task)
 		switch {
 		case errors.Is(err, errNoModel):
-			_ = c.Event(ctx, "progress", "the run has no model: following the built-in plan", nil)
+			_ = c.Event(ctx, "progress", err.Error()+": following the built-in plan", nil)
 			plan = builtinPlan(task)
 		case err != nil:
 			return fmt.Errorf("plan: %w", err)

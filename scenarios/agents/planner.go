@@ -42,9 +42,9 @@ var correctTool = tool("correct_request",
 	"Propose how to correct a request the world's API refused: arguments to rename, arguments to add, the kind that replaces a removed one, or the kind that issues credentials and the argument that carries them.",
 	map[string]string{"rename": "object", "add": "object", "use_kind": "string", "obtain": "string", "field": "string"})
 
-// errNoModel says the run serves no model: the agent falls back on what it
-// can decide alone.
-var errNoModel = errors.New("the run has no model")
+// errNoModel says the run serves no model (or none that takes tools): the
+// agent falls back on what it can decide alone.
+var errNoModel = errors.New("the run has no model to ask")
 
 // planner asks the run's model for the agent's decisions, through the
 // gateway (any OpenAI client pointed at OPENAI_BASE_URL would do the same).
@@ -62,11 +62,19 @@ func (p *planner) ask(ctx context.Context, system, brief string, tools []protoco
 		{Role: "system", Content: protocol.MessageContent{Text: system}},
 		{Role: "user", Content: protocol.MessageContent{Text: brief}},
 	}
-	for try := 1; try <= 4; try++ {
-		resp, err := p.c.Chat(ctx, protocol.ChatRequest{Model: "overnight", Messages: msgs, Tools: tools, ToolChoice: json.RawMessage(`"required"`)})
+	choice := json.RawMessage(`"required"`)
+	for try := 1; try <= 5; try++ {
+		resp, err := p.c.Chat(ctx, protocol.ChatRequest{Model: "overnight", Messages: msgs, Tools: tools, ToolChoice: choice})
 		var apiErr *agent.APIError
-		if errors.As(err, &apiErr) && apiErr.Status == 501 {
+		switch {
+		case errors.As(err, &apiErr) && apiErr.Status == 501:
 			return nil, nil, errNoModel
+		case errors.As(err, &apiErr) && apiErr.Code == protocol.CodeUnsupportedParameter && apiErr.Param == "tool_choice" && choice != nil:
+			// Not every provider carries "required": ask with the default.
+			choice = nil
+			continue
+		case errors.As(err, &apiErr) && apiErr.Code == protocol.CodeUnsupportedParameter && apiErr.Param == "tools":
+			return nil, nil, fmt.Errorf("%w: its provider carries no tools", errNoModel)
 		}
 		if err != nil {
 			return nil, nil, fmt.Errorf("ask the model: %w", err)
@@ -98,7 +106,7 @@ func (p *planner) ask(ctx context.Context, system, brief string, tools []protoco
 		msgs = append(msgs, problems...)
 		msgs = append(msgs, protocol.ChatMessage{Role: "user", Content: protocol.MessageContent{Text: "Some tool calls were malformed (see above). Call all the tools again. " + brief}})
 	}
-	return nil, nil, fmt.Errorf("the model gave no usable answer after 4 tries")
+	return nil, nil, fmt.Errorf("the model gave no usable answer after 5 tries")
 }
 
 // plan asks the model for the deployment's steps.
