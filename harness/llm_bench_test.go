@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -20,9 +21,19 @@ import (
 
 const benchAnswer = `{"id":"x","object":"chat.completion","created":1,"model":"bench","choices":[{"index":0,"message":{"role":"assistant","content":"pong"},"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":1,"total_tokens":6}}`
 
+// llmBench is a run served by the real gateway on a unix socket, with its
+// first attempt begun.
+type llmBench struct {
+	sdk   *agent.Client // the SDK client of the attempt
+	raw   *http.Client  // a plain HTTP client dialling the socket
+	token string
+	run   *run
+	stop  func()
+}
+
 // llmBenchRun serves a run whose model is req.LLM behind the real gateway
-// on a unix socket, and returns an SDK client for its first attempt.
-func llmBenchRun(b *testing.B, state string, env map[string]string, req RunRequest) (*agent.Client, *run, func()) {
+// on a unix socket.
+func llmBenchRun(b *testing.B, state string, env map[string]string, req RunRequest) llmBench {
 	b.Helper()
 	ctx := context.Background()
 	h, err := Open(ctx, Options{StateDir: state, LLMEnv: func(k string) string { return env[k] }})
@@ -62,17 +73,27 @@ func llmBenchRun(b *testing.B, state string, env map[string]string, req RunReque
 	if err != nil {
 		b.Fatal(err)
 	}
-	return c, r, func() { _ = srv.Close(); _ = os.RemoveAll(dir); _ = h.Close() }
+	raw := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+	}}}
+	return llmBench{sdk: c, raw: raw, token: token, run: r, stop: func() {
+		raw.CloseIdleConnections()
+		_ = srv.Close()
+		_ = os.RemoveAll(dir)
+		_ = h.Close()
+	}}
 }
 
 var benchChat = protocol.ChatRequest{Model: "bench", Messages: []protocol.ChatMessage{{Role: "user", Content: protocol.MessageContent{Text: "ping"}}}}
 
 // BenchmarkLLMOverhead measures what the gateway adds to an LLM call: the
-// same request to the same local OpenAI-compatible server, directly and
-// through the gateway (auth, parsing, the provider adapter, and the
-// exchange's durable record), interleaved in one run.
+// same request body, sent by the same kind of plain HTTP client that reads
+// and discards the answer, to the same local OpenAI-compatible server,
+// directly and through the gateway's /v1/llm/chat/completions (auth, parsing,
+// the langchaingo provider, and the exchange's durable record), interleaved
+// in one run.
 //
-//	go test -run '^$' -bench LLMOverhead -benchtime 2000x ./harness
+//	go test -run '^$' -bench LLMOverhead -benchtime 3000x ./harness
 func BenchmarkLLMOverhead(b *testing.B) {
 	provider := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
@@ -81,33 +102,40 @@ func BenchmarkLLMOverhead(b *testing.B) {
 	}))
 	defer provider.Close()
 	env := map[string]string{"OPENAI_API_KEY": "sk-bench", "OPENAI_BASE_URL": provider.URL + "/v1"}
-	c, _, stop := llmBenchRun(b, benchDir(b), env, RunRequest{LLM: "openai:bench"})
-	defer stop()
+	lb := llmBenchRun(b, benchDir(b), env, RunRequest{LLM: "openai:bench"})
+	defer lb.stop()
 	ctx := context.Background()
 	direct := &http.Client{}
 	body := []byte(`{"model":"bench","messages":[{"role":"user","content":"ping"}]}`)
-	var viaGateway, viaDirect []time.Duration
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
+	call := func(c *http.Client, url, token string) time.Duration {
 		start := time.Now()
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, provider.URL+"/v1/chat/completions", bytes.NewReader(body))
-		req.Header.Set("Authorization", "Bearer sk-bench")
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+token)
 		req.Header.Set("Content-Type", "application/json")
-		resp, err := direct.Do(req)
+		resp, err := c.Do(req)
 		if err != nil {
 			b.Fatal(err)
 		}
 		_, _ = io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
-		viaDirect = append(viaDirect, time.Since(start))
-
-		start = time.Now()
-		if _, err := c.Chat(ctx, benchChat); err != nil {
-			b.Fatal(err)
+		if resp.StatusCode != http.StatusOK {
+			b.Fatalf("%s: %s", url, resp.Status)
 		}
-		viaGateway = append(viaGateway, time.Since(start))
+		return time.Since(start)
+	}
+	var viaGateway, viaDirect []time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		viaDirect = append(viaDirect, call(direct, provider.URL+"/v1/chat/completions", "sk-bench"))
+		viaGateway = append(viaGateway, call(lb.raw, "http://gateway/v1/llm/chat/completions", lb.token))
 	}
 	b.StopTimer()
+	lb.run.mu.Lock()
+	got := lb.run.llm.totals.Calls
+	lb.run.mu.Unlock()
+	if got != b.N {
+		b.Fatalf("the gateway recorded %d calls for %d requests", got, b.N)
+	}
 	g, d := p50(viaGateway), p50(viaDirect)
 	b.ReportMetric(float64(d.Microseconds())/1000, "direct-p50-ms")
 	b.ReportMetric(float64(g.Microseconds())/1000, "gateway-p50-ms")
@@ -119,17 +147,18 @@ func BenchmarkLLMOverhead(b *testing.B) {
 //	go test -run '^$' -bench LLMReplay -benchtime 2000x ./harness
 func BenchmarkLLMReplay(b *testing.B) {
 	state := benchDir(b)
-	rec, r, stop := llmBenchRun(b, state, nil, RunRequest{})
+	rec := llmBenchRun(b, state, nil, RunRequest{})
 	ctx := context.Background()
 	for i := 0; i < b.N; i++ {
-		if _, err := rec.Chat(ctx, benchChat); err != nil {
+		if _, err := rec.sdk.Chat(ctx, benchChat); err != nil {
 			b.Fatal(err)
 		}
 	}
-	recorded := r.rec.ID
-	stop()
-	c, _, stop := llmBenchRun(b, state, nil, RunRequest{LLM: "replay:" + recorded})
-	defer stop()
+	recorded := rec.run.rec.ID
+	rec.stop()
+	rp := llmBenchRun(b, state, nil, RunRequest{LLM: "replay:" + recorded})
+	defer rp.stop()
+	c := rp.sdk
 	b.ResetTimer()
 	start := time.Now()
 	for i := 0; i < b.N; i++ {

@@ -29,7 +29,8 @@ func entryCost(e Entry) int64 { return int64(len(e.Key)) + int64(len(e.Value)) +
 // Commit writes all entries atomically and returns nil only after they are
 // durable: written to Badger and covered by a Syncer.Sync that started after
 // the write and returned nil. Concurrent callers share writes and syncs through
-// one committer goroutine (group commit).
+// one committer goroutine (group commit); a caller alone writes and syncs in
+// its own goroutine.
 //
 // Commit copies entries, so the caller may reuse them as soon as it returns.
 // With no entries it returns nil at once.
@@ -49,6 +50,18 @@ func (j *Journal) commit(ctx context.Context, internal bool, entries []Entry) er
 	r, err := j.newRequest(ctx, internal, entries)
 	if err != nil || r == nil {
 		return err
+	}
+	if j.inflight.Load() == 0 && j.writeMu.TryLock() {
+		// A lone writer: nobody is queued or being written. Write and sync
+		// in this goroutine, which saves the hand-offs to the committer and
+		// back (each can cost a thread wake-up).
+		if j.isClosing() {
+			j.writeMu.Unlock()
+			return ErrClosed
+		}
+		j.writeAndSync([]*request{r})
+		j.writeMu.Unlock()
+		return <-r.done
 	}
 	j.inflight.Add(1)
 	defer j.inflight.Add(-1)
@@ -140,7 +153,8 @@ func (j *Journal) enqueue(r *request) error {
 	}
 }
 
-// run is the committer: the only goroutine that writes to Badger. It takes the
+// run is the committer: the goroutine that writes to Badger for queued
+// callers (a lone caller writes itself; writeMu keeps them in turn). It takes the
 // first waiting request, then every other request already waiting, up to
 // maxBatch entries, writes them in one transaction, syncs once and only then
 // acknowledges them.
@@ -252,7 +266,7 @@ func (j *Journal) commitGroup(group []*request) {
 		}
 		n := int64(len(r.entries))
 		if len(batch) > 0 && (cost+r.cost >= j.maxTxnSize || count+n >= j.maxTxnCount) {
-			j.writeAndSync(batch)
+			j.writeAndSyncLocked(batch)
 			batch, cost, count = nil, 0, 0
 		}
 		batch = append(batch, r)
@@ -260,12 +274,19 @@ func (j *Journal) commitGroup(group []*request) {
 		count += n
 	}
 	if len(batch) > 0 {
-		j.writeAndSync(batch)
+		j.writeAndSyncLocked(batch)
 	}
 }
 
+// writeAndSyncLocked is writeAndSync under writeMu.
+func (j *Journal) writeAndSyncLocked(batch []*request) {
+	j.writeMu.Lock()
+	defer j.writeMu.Unlock()
+	j.writeAndSync(batch)
+}
+
 // writeAndSync writes batch in one Badger transaction, calls Syncer.Sync once
-// and acknowledges every request with the outcome.
+// and acknowledges every request with the outcome. The caller holds writeMu.
 func (j *Journal) writeAndSync(batch []*request) {
 	if j.syncErr != nil {
 		ack(batch, j.syncErr)

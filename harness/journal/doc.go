@@ -1,5 +1,6 @@
 // Package journal is overnight's durable store: one Badger database per state
-// directory, written through a single group-committing writer.
+// directory, written by one writer at a time: a group-committing committer
+// goroutine, or a caller that is alone.
 //
 // It owns:
 //   - the state directory's layout (Badger files in DIR/journal, the owner lock in
@@ -7,7 +8,8 @@
 //   - the journal's format version (key meta/format);
 //   - durability: Commit returns nil only after its entries are written and a
 //     Syncer.Sync that started after that write has returned nil. Concurrent
-//     commits share one sync (group commit), so many writers cost few fsyncs;
+//     commits share one sync (group commit), so many writers cost few fsyncs.
+//     The sync is an fdatasync of the memtables' write-ahead logs (walSyncer);
 //   - content-addressed blobs (PutBlob, Blob) for payloads too large for a
 //     journal entry, under the reserved prefix blob/.
 //
@@ -19,5 +21,5 @@
 // further writes until it is reopened (see ErrSyncFailed).
 //
 // Layout and sizing choices are documented next to badgerOptions; the group
-// commit protocol next to (*Journal).run.
+// commit protocol next to (*Journal).run; what is synced next to walSyncer.
 package journal

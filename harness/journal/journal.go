@@ -40,7 +40,11 @@ type Journal struct {
 	// Badger's limits for one transaction (see txn.checkSize).
 	maxTxnSize, maxTxnCount int64
 
-	// syncErr is sticky after a failed sync; only the committer touches it.
+	// writeMu is held by whoever writes to Badger and syncs: the committer
+	// for a group, or a lone caller committing inline. One writer at a time,
+	// each write synced before the next (see run).
+	writeMu sync.Mutex
+	// syncErr is sticky after a failed sync; guarded by writeMu.
 	syncErr error
 
 	reqs      chan *request
@@ -112,11 +116,12 @@ func Open(dir string, opts Options) (*Journal, error) {
 		_ = lock.release()
 		return nil, fmt.Errorf("open journal in state dir %s: %w; the state dir may be damaged; move it aside or use another --state", dir, err)
 	}
-	var syncer Syncer = db
+	var syncer Syncer
 	if opts.NewSyncer != nil {
-		if s := opts.NewSyncer(db); s != nil {
-			syncer = s
-		}
+		syncer = opts.NewSyncer(db)
+	}
+	if syncer == nil {
+		syncer = newWALSyncer(badgerDir, db)
 	}
 	j := &Journal{
 		dir:         dir,
@@ -351,10 +356,15 @@ func (j *Journal) Close() error {
 	j.closeOnce.Do(func() {
 		close(j.closing)
 		<-j.stopped
+		j.writeMu.Lock() // a lone caller may be writing inline
+		defer j.writeMu.Unlock()
 		j.mu.Lock()
 		j.closed = true
 		dbErr := j.db.Close()
 		j.mu.Unlock()
+		if w, ok := j.syncer.(*walSyncer); ok {
+			_ = w.close()
+		}
 		if dbErr != nil {
 			dbErr = fmt.Errorf("close journal in %s: %w", j.dir, dbErr)
 		}

@@ -6,9 +6,10 @@ import (
 	badger "github.com/dgraph-io/badger/v4"
 )
 
-// Syncer makes everything written so far durable (fsync). The default is
-// (*badger.DB).Sync, which syncs the active memtable's write-ahead log and the
-// current value log file.
+// Syncer makes everything written so far durable (fsync). The default syncs
+// the write-ahead logs of Badger's memtables that can hold the commit group
+// (see walSyncer); (*badger.DB).Sync, which also syncs the unused value log,
+// is a correct but slower Syncer.
 type Syncer interface{ Sync() error }
 
 // Options configure Open. The zero value is ready to use.
@@ -20,8 +21,9 @@ type Options struct {
 	// plus one sync). A single commit larger than MaxBatch still goes through,
 	// alone. Default: 1024.
 	MaxBatch int
-	// NewSyncer builds the Syncer called once per group commit. Default: the
-	// *badger.DB itself. Tests wrap it to observe or break durability.
+	// NewSyncer builds the Syncer called once per group commit. Default:
+	// sync the memtables' write-ahead logs. Tests wrap db.Sync to observe or
+	// break durability.
 	NewSyncer func(db *badger.DB) Syncer
 }
 
