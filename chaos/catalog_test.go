@@ -135,7 +135,12 @@ var _ = Describe("schedules", func() {
 			specs, err := chaos.RandomSchedule(chaos.NewStreams(seed).For("random-chaos"), reg, reach, 6)
 			Expect(err).NotTo(HaveOccurred())
 			Expect(specs).To(HaveLen(6))
+			points := map[string]string{}
 			for _, s := range specs {
+				k, _ := reg.Lookup(s.Kind)
+				p := fmt.Sprintf("%s@%s:%d", k.Group, s.Trigger.Type, s.Trigger.N)
+				Expect(points).NotTo(HaveKey(p), "%s and %s cover each other", points[p], s)
+				points[p] = s.String()
 				Expect(s.Kind).NotTo(Equal("harness-crash"))
 				Expect(s.Trigger.Type).To(BeElementOf(chaos.TriggerStep, chaos.TriggerEffect), s.String())
 				Expect(s.Trigger.N).To(BeNumerically("<=", 5))

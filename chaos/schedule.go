@@ -129,7 +129,8 @@ func (d Draw) Specs(rng *rand.Rand, reg *Registry) ([]Spec, error) {
 // RandomSchedule draws n faults for --chaos random: kinds that can be
 // drawn (never harness-crash), each with a trigger the run can reach —
 // a step in 1..Steps, an effect in 1..Effects, or a virtual time before
-// Virtual — and an argument and duration from the kind.
+// Virtual — and an argument and duration from the kind. No two faults of
+// one group (process, network, llm, world, time) share a trigger point.
 func RandomSchedule(rng *rand.Rand, reg *Registry, reach Reach, n int) ([]Spec, error) {
 	var kinds []Kind
 	for _, k := range reg.Kinds() {
@@ -141,6 +142,13 @@ func RandomSchedule(rng *rand.Rand, reg *Registry, reach Reach, n int) ([]Spec, 
 		return nil, fmt.Errorf("random chaos: no fault kind can be drawn")
 	}
 	var out []Spec
+	type point struct {
+		group string
+		typ   TriggerType
+		n     int
+		at    time.Duration
+	}
+	taken := map[point]bool{}
 	for tries := 0; len(out) < n && tries < 100*n; tries++ {
 		k := kinds[rng.IntN(len(kinds))]
 		var options []TriggerType
@@ -183,6 +191,15 @@ func RandomSchedule(rng *rand.Rand, reg *Registry, reach Reach, n int) ([]Spec, 
 		if _, err := reg.Build(s); err != nil {
 			continue
 		}
+		// Two faults of one group at one point would cover each other (the
+		// second kill finds no container, the second LLM toxic replaces
+		// the first): the one that never met the agent would leave the run
+		// unknown. Draw again instead.
+		p := point{k.Group, s.Trigger.Type, s.Trigger.N, s.Trigger.At}
+		if taken[p] {
+			continue
+		}
+		taken[p] = true
 		out = append(out, s)
 	}
 	if len(out) < n {

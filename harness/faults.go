@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/overnight-dev/overnight/chaos"
+	"github.com/overnight-dev/overnight/harness/gateway"
 	"github.com/overnight-dev/overnight/sandbox"
 	"github.com/overnight-dev/overnight/scenarios/world"
 )
@@ -537,8 +538,10 @@ func (t runTarget) markProcess(detail string) {
 }
 
 // signal sends sig to the current attempt's container, noting when a
-// fault's kill was issued.
-func (t runTarget) signal(ctx context.Context, sig string) (string, error) {
+// fault's kill was issued. From then on, replies to the attempt are held
+// until its container is seen dead, for at most grace plus
+// deathTimeout.
+func (t runTarget) signal(ctx context.Context, sig string, grace time.Duration) (string, error) {
 	id, err := t.container()
 	if err != nil {
 		return "", err
@@ -549,17 +552,50 @@ func (t runTarget) signal(ctx context.Context, sig string) (string, error) {
 	}
 	kctx, cancel := t.engineCtx(ctx)
 	defer cancel()
-	t.r.killIssued[t.r.current] = time.Now()
+	n := t.r.current
+	t.r.killIssued[n] = time.Now()
+	t.r.dying[n] = time.Now().Add(grace + deathTimeout)
 	if err := eng.Kill(kctx, id, sig); err != nil {
-		delete(t.r.killIssued, t.r.current)
+		delete(t.r.killIssued, n)
+		delete(t.r.dying, n)
 		return "", err
 	}
 	return id, nil
 }
 
+// deathTimeout bounds how long a signalled container may take to die, past
+// its grace, before the replies held back from it go anyway.
+const deathTimeout = 30 * time.Second
+
+// HoldReply implements gateway.Holder: a reply to an attempt that a process
+// fault signalled waits until its container is seen dead, so the agent never
+// hears an answer given after the fault — neither to the request that
+// triggered it nor to any later one — however long the signal takes to land
+// (the init forwards SIGTERM; a SIGKILLed init takes its children with it
+// only when it exits). Without this, how far an agent got after a stop
+// would depend on the machine's load.
+func (r *run) HoldReply(ctx context.Context, c gateway.Caller) {
+	r.mu.Lock()
+	until, dying := r.dying[c.Attempt]
+	dead, alive := r.dead[c.Attempt]
+	r.mu.Unlock()
+	if !dying || !alive {
+		return
+	}
+	t := time.NewTimer(time.Until(until))
+	defer t.Stop()
+	select {
+	case <-dead:
+	case <-ctx.Done():
+	case <-r.stopCh:
+	case <-t.C:
+		r.log.Warn("a signalled container is still alive; its held replies go", "attempt", c.Attempt)
+	}
+}
+
 // KillAgent implements chaos.Process.
 func (t runTarget) KillAgent(ctx context.Context) error {
-	if _, err := t.signal(ctx, "SIGKILL"); err != nil {
+	if _, err := t.signal(ctx, "SIGKILL", 0); err != nil {
 		return err
 	}
 	t.markProcess(fmt.Sprintf("attempt %d's container was killed", t.r.current))
@@ -573,7 +609,7 @@ func (t runTarget) KillAgent(ctx context.Context) error {
 // the background, so the agent may still talk to the gateway while it
 // shuts down), and the next attempt held until down has passed.
 func (t runTarget) StopAgent(ctx context.Context, grace, down time.Duration) error {
-	id, err := t.signal(ctx, "SIGTERM")
+	id, err := t.signal(ctx, "SIGTERM", grace)
 	if err != nil {
 		return err
 	}

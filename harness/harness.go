@@ -815,7 +815,7 @@ func (h *Harness) load(ctx context.Context, runID string) (*run, error) {
 		h: h, j: h.j, log: h.log.With("run", runID), scen: scen, world: w, task: task, rec: rec,
 		tokens: map[string]int{}, effects: map[string]*EffectRecord{}, killedBy: map[int]string{},
 		doneCh: make(chan struct{}), horizonCh: make(chan struct{}), stopCh: make(chan struct{}),
-		seen: map[int]bool{}, killIssued: map[int]time.Time{}, stacks: map[string][]*faultState{},
+		seen: map[int]bool{}, killIssued: map[int]time.Time{}, dying: map[int]time.Time{}, dead: map[int]chan struct{}{}, stacks: map[string][]*faultState{},
 		clock: rec.VirtualStart, horizon: rec.VirtualStart.Add(scen.Limits.Horizon),
 	}
 	if r.attempts, err = scan[AttemptRecord](h.j, runPrefix(prefixAttempt, runID)); err != nil {

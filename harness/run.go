@@ -67,6 +67,8 @@ type run struct {
 	downUntil    time.Time                // a stop fault's down window: no attempt before it
 	paused       string                   // the container a pause fault froze
 	killIssued   map[int]time.Time        // when a fault's kill or stop was issued, per attempt
+	dying        map[int]time.Time        // attempts a process fault signalled -> how long their replies are held at most
+	dead         map[int]chan struct{}    // per attempt, closed once its container is seen dead (or never ran)
 	stopCh       chan struct{}            // closed when the run ends: background fault work stops
 	removals     sync.WaitGroup           // dead containers being removed in the background
 	llm          *llmState                // the LLM path: model, recording, budget
@@ -76,7 +78,10 @@ type run struct {
 	detached     string                   // the container a disconnect fault detached
 }
 
-var _ gateway.Backend = (*run)(nil)
+var (
+	_ gateway.Backend = (*run)(nil)
+	_ gateway.Holder  = (*run)(nil)
+)
 
 func hashHex(b []byte) string {
 	s := sha256.Sum256(b)

@@ -264,6 +264,7 @@ func (r *run) attempt(ctx context.Context, eng *sandbox.Engine, n int, plan sand
 		end = "killed: " + r.llmExceeded()
 		w = kill(end)
 	}
+	r.seenDead(n)
 	if w.err != nil {
 		// The engine lost track of the container: its fate is unknown, so
 		// no exit code is recorded and no next attempt starts (two could
@@ -332,6 +333,7 @@ func (r *run) beginAttempt(ctx context.Context, n int) (string, error) {
 	r.attempts = append(r.attempts, att)
 	r.tokens[att.TokenHash] = n
 	r.current = n
+	r.dead[n] = make(chan struct{})
 	r.container = ""
 	return token, nil
 }
@@ -351,6 +353,7 @@ func (r *run) endAttempt(ctx context.Context, n int, container string, code *int
 			outHash, errHash = r.keepLogs(ctx, stdout, stderr)
 		}
 	}
+	r.seenDead(n)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.current == n {
@@ -369,6 +372,17 @@ func (r *run) endAttempt(ctx context.Context, n int, container string, code *int
 		detail["exit_code"] = *code
 	}
 	_ = r.appendEventLocked(ctx, "harness.attempt_end", fmt.Sprintf("attempt %d ended: %s", n, end), detail)
+}
+
+// seenDead notes that attempt n's container is dead (or never ran): the
+// replies held back from it (see HoldReply) may go.
+func (r *run) seenDead(n int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if ch, ok := r.dead[n]; ok {
+		close(ch)
+		delete(r.dead, n)
+	}
 }
 
 // keepLogs stores an attempt's output as blobs; a hash is empty when its

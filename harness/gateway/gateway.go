@@ -91,6 +91,17 @@ type Observer interface {
 	RequestFinished()
 }
 
+// Holder may be implemented by a Backend that must hold replies back from
+// an attempt it is terminating. Before the gateway writes the first byte of
+// any reply to c (a result, an error, a stream, or a reset connection), it
+// calls HoldReply and waits for it to return. A process fault that signals
+// the agent uses it so that the agent never hears the answer to the request
+// that triggered the fault, nor to any later one: how far the agent gets
+// then depends on the fault's point, not on how soon the signal lands.
+type Holder interface {
+	HoldReply(ctx context.Context, c Caller)
+}
+
 // Server is the gateway's HTTP server.
 type Server struct {
 	backend Backend
@@ -184,6 +195,9 @@ func (s *Server) auth(h handler) http.HandlerFunc {
 		if !ok {
 			writeError(w, Errorf(http.StatusUnauthorized, protocol.CodeUnauthorized, "unknown token: it was not minted for this run"))
 			return
+		}
+		if hb, ok := s.backend.(Holder); ok {
+			w = &heldWriter{ResponseWriter: w, hold: func() { hb.HoldReply(r.Context(), c) }}
 		}
 		h(w, r, c)
 	}

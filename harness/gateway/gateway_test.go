@@ -247,3 +247,42 @@ var _ = Describe("ExampleBody", func() {
 		Expect(buf.String()).To(Equal(`{"error":{"code":"x","message":"y"}}` + "\n"))
 	})
 })
+
+// holdingBackend holds every reply to attempt 2 until release is closed.
+type holdingBackend struct {
+	recordingBackend
+	release chan struct{}
+}
+
+func (b *holdingBackend) HoldReply(ctx context.Context, c gateway.Caller) {
+	if c.Attempt != 2 {
+		return
+	}
+	select {
+	case <-b.release:
+	case <-ctx.Done():
+	}
+}
+
+var _ = Describe("a Holder backend", func() {
+	It("has the backend act at once and the reply wait until the hold is released; other attempts are not held", func() {
+		b := &holdingBackend{release: make(chan struct{})}
+		c := serve(b)
+		got := make(chan reply, 1)
+		go func() {
+			defer GinkgoRecover()
+			got <- call(c, "PUT", "/v1/checkpoint", "good", `{"step":1,"state":{}}`)
+		}()
+		Eventually(func() []string {
+			b.mu.Lock()
+			defer b.mu.Unlock()
+			return append([]string(nil), b.calls...)
+		}).Should(ContainElement("put"), "the checkpoint is handled while its reply is held")
+		Consistently(got, 200*time.Millisecond).ShouldNot(Receive())
+		Expect(call(c, "GET", "/v1/run", "old", "").status).To(Equal(http.StatusOK), "attempt 1 is not held")
+		close(b.release)
+		var r reply
+		Eventually(got).Should(Receive(&r))
+		Expect(r.status).To(Equal(http.StatusOK), string(r.body))
+	})
+})

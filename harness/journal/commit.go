@@ -51,17 +51,13 @@ func (j *Journal) commit(ctx context.Context, internal bool, entries []Entry) er
 	if err != nil || r == nil {
 		return err
 	}
-	if j.inflight.Load() == 0 && j.writeMu.TryLock() {
-		// A lone writer: nobody is queued or being written. Write and sync
-		// in this goroutine, which saves the hand-offs to the committer and
-		// back (each can cost a thread wake-up).
-		if j.isClosing() {
-			j.writeMu.Unlock()
-			return ErrClosed
-		}
-		j.writeAndSync([]*request{r})
-		j.writeMu.Unlock()
-		return <-r.done
+	// A lone writer — nobody queued or being written — writes and syncs in
+	// its own goroutine, which saves the hand-offs to the committer and back
+	// (each can cost a thread wake-up). Only a caller that cannot be
+	// cancelled: a stalled Badger write would hold one that can past its
+	// deadline.
+	if ctx.Done() == nil && j.inflight.Load() == 0 && j.writeMu.TryLock() {
+		return j.commitAlone(r)
 	}
 	j.inflight.Add(1)
 	defer j.inflight.Add(-1)
@@ -74,6 +70,17 @@ func (j *Journal) commit(ctx context.Context, internal bool, entries []Entry) er
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// commitAlone writes and syncs r in the caller's goroutine; the caller
+// holds writeMu, which is released even if Badger panics.
+func (j *Journal) commitAlone(r *request) error {
+	defer j.writeMu.Unlock()
+	if j.isClosing() {
+		return ErrClosed
+	}
+	j.writeAndSync([]*request{r})
+	return <-r.done
 }
 
 // newRequest validates entries and copies them into one buffer owned by the
@@ -165,12 +172,13 @@ func (j *Journal) enqueue(r *request) error {
 // microseconds too late for the next group, and 32 writers settle into two
 // alternating groups of ~16, halving throughput. A lone writer never waits.
 //
-// It does not pipeline (write group N+1 while group N syncs). With the default
-// Syncer that would be unsafe: (*badger.DB).Sync syncs the memtable that is
-// current when it runs, and the write of group N+1 may rotate the memtable that
-// holds group N before that sync starts, leaving group N unsynced. Writing and
-// syncing strictly in turn means the memtable holding the latest write is
-// always the one synced (Badger rotates only at the start of a write).
+// It does not pipeline (write group N+1 while group N syncs). Both syncers
+// rely on that: (*badger.DB).Sync syncs the memtable that is current when it
+// runs, and the write of group N+1 may rotate the memtable that holds group N
+// before that sync starts, leaving group N unsynced; walSyncer assumes at most
+// one rotation between two of its calls. Writing and syncing strictly in turn
+// (under writeMu) means the memtable holding the latest write is always the
+// one synced (Badger rotates only at the start of a write).
 func (j *Journal) run() {
 	defer close(j.stopped)
 	straggle := time.NewTimer(time.Hour)

@@ -55,8 +55,12 @@ func Deployer(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.SetOutput(stderr)
 	naive := fs.Bool("naive", false, "never read the checkpoint back and send effects without keys (deliberately broken)")
 	delay := fs.Duration("step-delay", 0, "wait this long (real time) before each step, to watch or interrupt a run mid-way")
+	stubborn := fs.Bool("ignore-sigterm", false, "keep working after SIGTERM until SIGKILLed, as an agent that ignores shutdown requests does")
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	if *stubborn {
+		ctx = context.WithoutCancel(ctx)
 	}
 	c, err := agent.FromEnv()
 	if err != nil {

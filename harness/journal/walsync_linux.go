@@ -1,3 +1,5 @@
+//go:build linux
+
 package journal
 
 import (
@@ -100,10 +102,10 @@ func (s *walSyncer) path(fid int) string {
 func (s *walSyncer) Sync() error {
 	if s.cur >= 0 {
 		_, err := os.Lstat(s.path(s.cur + 1))
-		if os.IsNotExist(err) {
+		if os.IsNotExist(err) && s.linked() {
 			return s.fdatasync(s.f) // no rotation: the usual case
 		}
-		if err != nil {
+		if err != nil && !os.IsNotExist(err) {
 			return fmt.Errorf("look for the next memtable log: %w", err)
 		}
 	}
@@ -132,12 +134,25 @@ func (s *walSyncer) Sync() error {
 	return s.follow(f, newest)
 }
 
+// linked reports whether the followed log still has a name. A log that
+// was flushed and deleted means memtables rotated more than once since the
+// last call (possible only if a write failed after Badger took it, so no
+// sync followed it): the log after it may have come and gone too, so the
+// caller lists the directory instead of trusting the next name's absence.
+func (s *walSyncer) linked() bool {
+	var st unix.Stat_t
+	return unix.Fstat(int(s.f.Fd()), &st) == nil && st.Nlink > 0
+}
+
 // follow syncs f, the new active log, and the directory that names it, and
 // makes it the log synced from now on.
 func (s *walSyncer) follow(f *os.File, fid int) error {
 	if err := s.fdatasync(f); err != nil {
 		_ = f.Close()
 		return err
+	}
+	if syncHook != nil {
+		syncHook(s.dir)
 	}
 	if err := unix.Fsync(int(s.d.Fd())); err != nil {
 		_ = f.Close()
@@ -150,7 +165,14 @@ func (s *walSyncer) follow(f *os.File, fid int) error {
 	return nil
 }
 
+// syncHook, when set (by tests), is told of every sync walSyncer makes: the
+// path of a log, or of the directory.
+var syncHook func(path string)
+
 func (s *walSyncer) fdatasync(f *os.File) error {
+	if syncHook != nil {
+		syncHook(f.Name())
+	}
 	if err := unix.Fdatasync(int(f.Fd())); err != nil {
 		return fmt.Errorf("sync memtable log %s: %w", f.Name(), err)
 	}
@@ -163,6 +185,9 @@ func syncPath(path string) error {
 		return err
 	}
 	defer f.Close()
+	if syncHook != nil {
+		syncHook(path)
+	}
 	if err := unix.Fdatasync(int(f.Fd())); err != nil {
 		return fmt.Errorf("sync memtable log %s: %w", path, err)
 	}

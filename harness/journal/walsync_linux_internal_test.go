@@ -1,3 +1,5 @@
+//go:build linux
+
 package journal
 
 import (
@@ -56,6 +58,35 @@ var _ = ginkgo.Describe("walSyncer", func() {
 			Expect(err).NotTo(HaveOccurred())
 			Expect(got).To(Equal(value))
 		}
+	})
+
+	ginkgo.It("syncs, inside every commit, the log that holds it, and the directory when that log is new", func() {
+		var synced []string
+		syncHook = func(p string) { synced = append(synced, p) }
+		ginkgo.DeferCleanup(func() { syncHook = nil })
+		j, err := Open(dir, Options{})
+		Expect(err).NotTo(HaveOccurred())
+		defer j.Close()
+		bdir := filepath.Join(dir, badgerDirName)
+		ctx := context.Background()
+		value := bytes.Repeat([]byte("s"), MaxValueSize)
+		last, rotations := slices.Max(memLogs(bdir)), 0 // followed since Open's own commit
+		Expect(synced).To(ContainElement(filepath.Join(bdir, fmt.Sprintf("%05d%s", last, memFileExt))))
+		Expect(synced).To(ContainElement(bdir))
+		for i := range 96 {
+			synced = synced[:0]
+			Expect(j.Commit(ctx, Entry{Key: fmt.Appendf(nil, "sync/%03d", i), Value: value})).To(Succeed())
+			newest := slices.Max(memLogs(bdir))
+			log := filepath.Join(bdir, fmt.Sprintf("%05d%s", newest, memFileExt))
+			Expect(synced).To(ContainElement(log), "commit %d: the log holding it was not synced", i)
+			if newest != last {
+				at := slices.Index(synced, log)
+				Expect(synced[at+1:]).To(ContainElement(bdir), "commit %d: the directory naming the new log %d was not synced after it", i, newest)
+				rotations++
+				last = newest
+			}
+		}
+		Expect(rotations).To(BeNumerically(">=", 2))
 	})
 
 	ginkgo.It("leaves the value log untouched, so skipping its sync loses nothing", func() {
