@@ -138,9 +138,13 @@ var _ = Describe("schedules", func() {
 			points := map[string]string{}
 			for _, s := range specs {
 				k, _ := reg.Lookup(s.Kind)
-				p := fmt.Sprintf("%s@%s:%d", k.Group, s.Trigger.Type, s.Trigger.N)
-				Expect(points).NotTo(HaveKey(p), "%s and %s cover each other", points[p], s)
-				points[p] = s.String()
+				p := fmt.Sprintf("%s:%d", s.Trigger.Type, s.Trigger.N)
+				Expect(points).NotTo(HaveKey(k.Group+"@"+p), "%s and %s cover each other", points[k.Group+"@"+p], s)
+				Expect(points).NotTo(HaveKey("process@"+p), "%s covers %s", points["process@"+p], s)
+				if k.Group == "process" {
+					Expect(points).NotTo(HaveKey(p), "%s covers %s", s, points[p])
+				}
+				points[k.Group+"@"+p], points[p] = s.String(), s.String()
 				Expect(s.Kind).NotTo(Equal("harness-crash"))
 				Expect(s.Trigger.Type).To(BeElementOf(chaos.TriggerStep, chaos.TriggerEffect), s.String())
 				Expect(s.Trigger.N).To(BeNumerically("<=", 5))

@@ -130,7 +130,8 @@ func (d Draw) Specs(rng *rand.Rand, reg *Registry) ([]Spec, error) {
 // drawn (never harness-crash), each with a trigger the run can reach —
 // a step in 1..Steps, an effect in 1..Effects, or a virtual time before
 // Virtual — and an argument and duration from the kind. No two faults of
-// one group (process, network, llm, world, time) share a trigger point.
+// one group (process, network, llm, world, time) share a trigger point, and
+// a process fault shares its point with no other fault.
 func RandomSchedule(rng *rand.Rand, reg *Registry, reach Reach, n int) ([]Spec, error) {
 	var kinds []Kind
 	for _, k := range reg.Kinds() {
@@ -143,12 +144,11 @@ func RandomSchedule(rng *rand.Rand, reg *Registry, reach Reach, n int) ([]Spec, 
 	}
 	var out []Spec
 	type point struct {
-		group string
-		typ   TriggerType
-		n     int
-		at    time.Duration
+		typ TriggerType
+		n   int
+		at  time.Duration
 	}
-	taken := map[point]bool{}
+	taken := map[point]map[string]bool{} // groups drawn at each point
 	for tries := 0; len(out) < n && tries < 100*n; tries++ {
 		k := kinds[rng.IntN(len(kinds))]
 		var options []TriggerType
@@ -193,13 +193,19 @@ func RandomSchedule(rng *rand.Rand, reg *Registry, reach Reach, n int) ([]Spec, 
 		}
 		// Two faults of one group at one point would cover each other (the
 		// second kill finds no container, the second LLM toxic replaces
-		// the first): the one that never met the agent would leave the run
-		// unknown. Draw again instead.
-		p := point{k.Group, s.Trigger.Type, s.Trigger.N, s.Trigger.At}
-		if taken[p] {
+		// the first), and a process fault covers whatever else lands where
+		// it does (the agent never hears that answer): the one that never
+		// met the agent would leave the run unknown. Draw again instead.
+		p := point{s.Trigger.Type, s.Trigger.N, s.Trigger.At}
+		groups := taken[p]
+		if groups[k.Group] || groups["process"] || (k.Group == "process" && len(groups) > 0) {
 			continue
 		}
-		taken[p] = true
+		if groups == nil {
+			groups = map[string]bool{}
+			taken[p] = groups
+		}
+		groups[k.Group] = true
 		out = append(out, s)
 	}
 	if len(out) < n {

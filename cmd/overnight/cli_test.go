@@ -322,6 +322,7 @@ var _ = Describe("chaos from the command line", func() {
 		b := overnight(ctx, state, nil, "run", "deploy", "--chaos", "random", "--seed", "7", "-o", "json", "-q")
 		ra, rb := decodeResult(a.stdout), decodeResult(b.stdout)
 		Expect(ra.Faults).To(HaveLen(5))
+		Expect(ra.Verdict).To(Equal("pass"), "the well-behaved agent meets every drawn fault: %s", ra.Reason)
 		Expect(rb.Faults).To(Equal(ra.Faults))
 		Expect(rb.HistoryDigest).To(Equal(ra.HistoryDigest))
 
