@@ -325,6 +325,9 @@ func (j *Journal) writeAndSync(batch []*request) {
 		return
 	}
 	if err := txn.Commit(); err != nil {
+		if ws, ok := j.syncer.(*walSyncer); ok {
+			ws.failedWrite()
+		}
 		ack(accepted, fmt.Errorf("write %d commits to journal %s: %w; their outcome is unknown", len(accepted), j.dir, err))
 		return
 	}

@@ -48,6 +48,8 @@ type walSyncer struct {
 	// cur is the newest log seen, open in f.
 	cur int
 	f   *os.File
+	// rescan makes the next call list the directory (see failedWrite).
+	rescan bool
 }
 
 const memFileExt = ".mem"
@@ -102,7 +104,7 @@ func (s *walSyncer) path(fid int) string {
 func (s *walSyncer) Sync() error {
 	if s.cur >= 0 {
 		_, err := os.Lstat(s.path(s.cur + 1))
-		if os.IsNotExist(err) && s.linked() {
+		if os.IsNotExist(err) && !s.rescan {
 			return s.fdatasync(s.f) // no rotation: the usual case
 		}
 		if err != nil && !os.IsNotExist(err) {
@@ -134,15 +136,11 @@ func (s *walSyncer) Sync() error {
 	return s.follow(f, newest)
 }
 
-// linked reports whether the followed log still has a name. A log that
-// was flushed and deleted means memtables rotated more than once since the
-// last call (possible only if a write failed after Badger took it, so no
-// sync followed it): the log after it may have come and gone too, so the
-// caller lists the directory instead of trusting the next name's absence.
-func (s *walSyncer) linked() bool {
-	var st unix.Stat_t
-	return unix.Fstat(int(s.f.Fd()), &st) == nil && st.Nlink > 0
-}
+// failedWrite notes that a write failed after Badger may have taken it, so
+// no sync followed it: memtables may have rotated more than once since the
+// last call (the log after the followed one may have come and gone), so the
+// next call lists the directory instead of trusting the next name's absence.
+func (s *walSyncer) failedWrite() { s.rescan = true }
 
 // follow syncs f, the new active log, and the directory that names it, and
 // makes it the log synced from now on.
@@ -161,7 +159,7 @@ func (s *walSyncer) follow(f *os.File, fid int) error {
 	if s.f != nil {
 		_ = s.f.Close()
 	}
-	s.f, s.cur = f, fid
+	s.f, s.cur, s.rescan = f, fid, false
 	return nil
 }
 

@@ -89,6 +89,26 @@ var _ = ginkgo.Describe("walSyncer", func() {
 		Expect(rotations).To(BeNumerically(">=", 2))
 	})
 
+	ginkgo.It("lists the logs again after a write that failed, as memtables may have rotated twice since", func() {
+		var synced []string
+		syncHook = func(p string) { synced = append(synced, p) }
+		ginkgo.DeferCleanup(func() { syncHook = nil })
+		j, err := Open(dir, Options{})
+		Expect(err).NotTo(HaveOccurred())
+		defer j.Close()
+		ws := j.syncer.(*walSyncer)
+		bdir := filepath.Join(dir, badgerDirName)
+		ctx := context.Background()
+		synced = synced[:0]
+		Expect(j.Commit(ctx, Entry{Key: []byte("a"), Value: []byte("1")})).To(Succeed())
+		Expect(synced).To(HaveLen(1), "the usual case: the followed log alone")
+		ws.failedWrite()
+		synced = synced[:0]
+		Expect(j.Commit(ctx, Entry{Key: []byte("b"), Value: []byte("2")})).To(Succeed())
+		Expect(synced).To(ContainElement(bdir), "the directory was listed and synced")
+		Expect(ws.rescan).To(BeFalse())
+	})
+
 	ginkgo.It("leaves the value log untouched, so skipping its sync loses nothing", func() {
 		j, err := Open(dir, Options{})
 		Expect(err).NotTo(HaveOccurred())
