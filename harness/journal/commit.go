@@ -331,7 +331,10 @@ func (j *Journal) writeAndSync(batch []*request) {
 		ack(accepted, fmt.Errorf("write %d commits to journal %s: %w; their outcome is unknown", len(accepted), j.dir, err))
 		return
 	}
-	if err := j.syncer.Sync(); err != nil {
+	syncStart := time.Now()
+	err := j.syncer.Sync()
+	j.syncNanos.Add(uint64(time.Since(syncStart)))
+	if err != nil {
 		j.syncErr = fmt.Errorf("sync journal %s: %w: %w; reopen the journal to continue", j.dir, ErrSyncFailed, err)
 		ack(accepted, j.syncErr)
 		return

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	badger "github.com/dgraph-io/badger/v4"
 )
@@ -61,6 +62,7 @@ type Journal struct {
 	inflight atomic.Int64
 
 	commits, entries, syncs atomic.Uint64
+	syncNanos               atomic.Uint64 // time spent in Syncer.Sync
 }
 
 // Stats are counts since Open, for tests and benchmarks.
@@ -73,6 +75,8 @@ type Stats struct {
 	// Syncs is the number of Syncer.Sync calls that returned nil. Entries/Syncs
 	// is the average group size.
 	Syncs uint64
+	// SyncTime is the time spent in Syncer.Sync, failed calls included.
+	SyncTime time.Duration
 }
 
 // Open opens (or creates, mode 0700) the state dir dir, takes its owner lock,
@@ -235,7 +239,7 @@ func (j *Journal) Dir() string { return j.dir }
 
 // Stats returns counts since Open.
 func (j *Journal) Stats() Stats {
-	return Stats{Commits: j.commits.Load(), Entries: j.entries.Load(), Syncs: j.syncs.Load()}
+	return Stats{Commits: j.commits.Load(), Entries: j.entries.Load(), Syncs: j.syncs.Load(), SyncTime: time.Duration(j.syncNanos.Load())}
 }
 
 // view runs fn in a read-only Badger transaction unless the journal is closed.
