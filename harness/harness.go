@@ -100,6 +100,8 @@ type Harness struct {
 	docker sandbox.API
 	eng    *sandbox.Engine
 	live   map[string]bool
+
+	control *controlServer // the state dir's control socket (nil: none)
 }
 
 // Open opens (creating if needed) the state dir's journal and takes
@@ -134,11 +136,16 @@ func Open(ctx context.Context, opts Options) (*Harness, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Harness{opts: opts, j: j, log: opts.Logger, state: abs, docker: opts.Docker, live: map[string]bool{}}, nil
+	h := &Harness{opts: opts, j: j, log: opts.Logger, state: abs, docker: opts.Docker, live: map[string]bool{}}
+	h.control = h.serveControl()
+	return h, nil
 }
 
 // Close releases the state dir. Runs must have returned first.
-func (h *Harness) Close() error { return h.j.Close() }
+func (h *Harness) Close() error {
+	h.control.close()
+	return h.j.Close()
+}
 
 // StateDir returns the absolute state dir.
 func (h *Harness) StateDir() string { return h.state }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/overnight-dev/overnight/chaos"
 	"github.com/overnight-dev/overnight/harness"
+	"github.com/overnight-dev/overnight/harness/journal"
 	"github.com/overnight-dev/overnight/sandbox/initproc"
 	"github.com/overnight-dev/overnight/scenarios"
 	"github.com/overnight-dev/overnight/scenarios/agents"
@@ -85,6 +86,21 @@ func (g *globals) openWith(ctx context.Context, opts harness.Options, progress b
 		opts.Progress = g.stderr
 	}
 	return harness.Open(ctx, opts)
+}
+
+// remote reaches the live process that owns the state dir, when err says
+// another process has it; nil otherwise (err then stands as it is: it says
+// which pid owns the dir).
+func (g *globals) remote(ctx context.Context, err error) *harness.Remote {
+	if !errors.Is(err, journal.ErrLocked) {
+		return nil
+	}
+	rm, derr := harness.DialControl(ctx, g.state)
+	if derr != nil {
+		g.logger().Debug("the state dir's owner does not answer on its control socket", "err", derr)
+		return nil
+	}
+	return rm
 }
 
 func execute(args []string) int {
@@ -369,12 +385,14 @@ func runsCmd(g *globals) *cobra.Command {
 		Short: "List the runs in the state dir, newest first",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			var runs []harness.RunSummary
 			h, err := g.openExisting(cmd.Context(), false)
-			if err != nil {
-				return &codeError{exitError, err}
+			if rm := g.remote(cmd.Context(), err); rm != nil {
+				runs, err = rm.Runs(cmd.Context())
+			} else if err == nil {
+				defer h.Close()
+				runs, err = h.Runs()
 			}
-			defer h.Close()
-			runs, err := h.Runs()
 			if err != nil {
 				return &codeError{exitError, err}
 			}
@@ -382,7 +400,7 @@ func runsCmd(g *globals) *cobra.Command {
 				return writeJSON(g.stdout, map[string]any{"runs": runs})
 			}
 			if len(runs) == 0 {
-				fmt.Fprintf(g.stdout, "no runs in %s\n", h.StateDir())
+				fmt.Fprintf(g.stdout, "no runs in %s\n", g.state)
 				return nil
 			}
 			fmt.Fprintf(g.stdout, "%-23s  %-12s  %6s  %-11s  %-7s  %s\n", "RUN", "SCENARIO", "SEED", "STATUS", "VERDICT", "STARTED")
@@ -408,12 +426,14 @@ func logsCmd(g *globals) *cobra.Command {
 		Short: "Print each attempt's stdout and stderr, kept before its container was removed",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			var logs []harness.AttemptLog
 			h, err := g.openExisting(cmd.Context(), false)
-			if err != nil {
-				return &codeError{exitError, err}
+			if rm := g.remote(cmd.Context(), err); rm != nil {
+				logs, err = rm.Logs(cmd.Context(), args[0])
+			} else if err == nil {
+				defer h.Close()
+				logs, err = h.Logs(args[0])
 			}
-			defer h.Close()
-			logs, err := h.Logs(args[0])
 			if err != nil {
 				return &codeError{exitError, err}
 			}
@@ -437,7 +457,11 @@ func logsCmd(g *globals) *cobra.Command {
 				if l.ExitCode != nil {
 					code = fmt.Sprint(*l.ExitCode)
 				}
-				fmt.Fprintf(g.stdout, "=== attempt %d (container %.12s): %s, exit code %s\n", l.Attempt, l.Container, l.End, code)
+				end := l.End
+				if end == "" {
+					end = "still running (its output is kept when it ends)"
+				}
+				fmt.Fprintf(g.stdout, "=== attempt %d (container %.12s): %s, exit code %s\n", l.Attempt, l.Container, end, code)
 				fmt.Fprintf(g.stdout, "--- stdout\n%s", l.Stdout)
 				if l.Stdout != "" && !strings.HasSuffix(l.Stdout, "\n") {
 					fmt.Fprintln(g.stdout)

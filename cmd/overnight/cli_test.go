@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -236,6 +237,50 @@ var _ = Describe("a harness SIGKILLed at random points", func() {
 			Expect(res.HistoryDigest).To(Equal(want), "a crash must not change what happened")
 		}
 	}, SpecTimeout(4*time.Minute))
+})
+
+var _ = Describe("a state dir in use", func() {
+	It("lists its runs and their logs through the live owner's control socket; other commands name the owner", func(ctx SpecContext) {
+		state := stateDir()
+		file := slowScenario("600ms")
+		cmd := exec.CommandContext(ctx, bin, "--state", state, "run", file, "--agent", "slow", "-o", "json", "-q")
+		var out bytes.Buffer
+		cmd.Stdout = &out
+		stderr, err := cmd.StderrPipe()
+		Expect(err).NotTo(HaveOccurred())
+		Expect(cmd.Start()).To(Succeed())
+		line, err := bufio.NewReader(stderr).ReadString('\n')
+		Expect(err).NotTo(HaveOccurred())
+		runID := strings.TrimSpace(strings.TrimPrefix(line, "run "))
+
+		o := overnight(ctx, state, nil, "runs", "-o", "json")
+		Expect(o.code).To(Equal(0), o.stderr)
+		var listed struct {
+			Runs []harness.RunSummary `json:"runs"`
+		}
+		Expect(json.Unmarshal([]byte(o.stdout), &listed)).To(Succeed(), o.stdout)
+		Expect(listed.Runs).To(HaveLen(1))
+		Expect(listed.Runs[0].RunID).To(Equal(runID))
+		Expect(listed.Runs[0].Status).To(Equal("running"))
+
+		o = overnight(ctx, state, nil, "logs", runID, "-o", "json")
+		Expect(o.code).To(Equal(0), o.stderr)
+		Expect(o.stdout).To(ContainSubstring(`"attempt": 1`))
+		o = overnight(ctx, state, nil, "logs", "no-such-run")
+		Expect(o.code).To(Equal(3))
+		Expect(o.stderr).To(ContainSubstring(`no such run "no-such-run"`))
+
+		o = overnight(ctx, state, nil, "run", "deploy")
+		Expect(o.code).To(Equal(3))
+		Expect(o.stderr).To(MatchRegexp(`in use by pid %d`, cmd.Process.Pid))
+
+		_, _ = io.Copy(io.Discard, stderr)
+		Expect(cmd.Wait()).To(Succeed())
+		Expect(decodeResult(out.String()).Verdict).To(Equal("pass"))
+		o = overnight(ctx, state, nil, "runs", "-o", "json")
+		Expect(o.code).To(Equal(0), o.stderr)
+		Expect(o.stdout).To(ContainSubstring(`"status": "finished"`))
+	}, SpecTimeout(3*time.Minute))
 })
 
 var _ = Describe("Ctrl-C", func() {

@@ -1,0 +1,179 @@
+package harness
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// ControlSocketName is the control socket in a state dir. While a process
+// owns the state dir (a run is live), other commands reach its runs and
+// logs through it: the journal itself admits one process at a time.
+const ControlSocketName = "control.sock"
+
+// maxSocketPath is the longest path a unix socket can be bound to on Linux
+// (sun_path is 108 bytes, NUL included).
+const maxSocketPath = 107
+
+// controlServer serves a Harness's runs and logs on the state dir's control
+// socket, read-only.
+type controlServer struct {
+	srv  *http.Server
+	path string
+}
+
+// serveControl starts the control socket. A state dir whose path is too
+// long for a socket gets none: other commands then say who owns it.
+func (h *Harness) serveControl() *controlServer {
+	path := filepath.Join(h.state, ControlSocketName)
+	if len(path) > maxSocketPath {
+		h.log.Debug("no control socket: the state dir's path is too long for one", "path", path)
+		return nil
+	}
+	// The state dir's lock is ours: a socket left here is a dead owner's.
+	_ = os.Remove(path)
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		h.log.Warn("no control socket", "path", path, "err", err)
+		return nil
+	}
+	_ = os.Chmod(path, 0o600)
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/runs", func(w http.ResponseWriter, r *http.Request) {
+		runs, err := h.Runs()
+		controlReply(w, map[string]any{"runs": runs}, err)
+	})
+	mux.HandleFunc("GET /v1/runs/{id}/logs", func(w http.ResponseWriter, r *http.Request) {
+		logs, err := h.Logs(r.PathValue("id"))
+		controlReply(w, map[string]any{"attempts": logs}, err)
+	})
+	c := &controlServer{path: path, srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}}
+	go func() { _ = c.srv.Serve(l) }()
+	return c
+}
+
+// close stops serving and removes the socket, before the state dir's lock
+// is released.
+func (c *controlServer) close() {
+	if c == nil {
+		return
+	}
+	_ = c.srv.Close()
+	_ = os.Remove(c.path)
+}
+
+type controlError struct {
+	Error struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+func controlReply(w http.ResponseWriter, v any, err error) {
+	w.Header().Set("Content-Type", "application/json")
+	if err != nil {
+		var e controlError
+		e.Error.Code, e.Error.Message = "internal", err.Error()
+		status := http.StatusInternalServerError
+		if errors.Is(err, ErrRunNotFound) {
+			e.Error.Code, status = "not_found", http.StatusNotFound
+		}
+		w.WriteHeader(status)
+		_ = json.NewEncoder(w).Encode(e)
+		return
+	}
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// Remote reads the runs of a state dir that another process owns, through
+// its control socket.
+type Remote struct {
+	state string
+	c     *http.Client
+}
+
+// DialControl returns a Remote for the process that owns stateDir, or an
+// error when none answers on its control socket.
+func DialControl(ctx context.Context, stateDir string) (*Remote, error) {
+	abs, err := filepath.Abs(stateDir)
+	if err != nil {
+		return nil, err
+	}
+	path := filepath.Join(abs, ControlSocketName)
+	dial := func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{Timeout: 2 * time.Second}).DialContext(ctx, "unix", path)
+	}
+	rm := &Remote{state: abs, c: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DialContext: dial}}}
+	conn, err := dial(ctx, "", "")
+	if err != nil {
+		return nil, fmt.Errorf("no control socket answers in %s: %w", abs, err)
+	}
+	_ = conn.Close()
+	return rm, nil
+}
+
+// Runs lists the runs, as (*Harness).Runs does in the owning process.
+func (rm *Remote) Runs(ctx context.Context) ([]RunSummary, error) {
+	var out struct {
+		Runs []RunSummary `json:"runs"`
+	}
+	err := rm.get(ctx, "/v1/runs", &out)
+	return out.Runs, err
+}
+
+// Logs returns a run's kept attempt logs, as (*Harness).Logs does in the
+// owning process.
+func (rm *Remote) Logs(ctx context.Context, runID string) ([]AttemptLog, error) {
+	var out struct {
+		Attempts []AttemptLog `json:"attempts"`
+	}
+	err := rm.get(ctx, "/v1/runs/"+url.PathEscape(runID)+"/logs", &out)
+	return out.Attempts, err
+}
+
+func (rm *Remote) get(ctx context.Context, path string, v any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://control"+path, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := rm.c.Do(req)
+	if err != nil {
+		return fmt.Errorf("ask the owner of %s: %w", rm.state, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return fmt.Errorf("read the answer of the owner of %s: %w", rm.state, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		var e controlError
+		if json.Unmarshal(body, &e) == nil && e.Error.Message != "" {
+			if e.Error.Code == "not_found" {
+				return &wrapped{e.Error.Message, ErrRunNotFound}
+			}
+			return errors.New(e.Error.Message)
+		}
+		return fmt.Errorf("the owner of %s answered %s", rm.state, resp.Status)
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		return fmt.Errorf("the owner of %s answered: %w", rm.state, err)
+	}
+	return nil
+}
+
+// wrapped is an error with the owner's own message that matches a sentinel.
+type wrapped struct {
+	msg string
+	is  error
+}
+
+func (e *wrapped) Error() string { return e.msg }
+func (e *wrapped) Unwrap() error { return e.is }
