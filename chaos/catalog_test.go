@@ -159,6 +159,17 @@ var _ = Describe("schedules", func() {
 		Expect(texts(a)).NotTo(Equal(texts(c)))
 	})
 
+	It("still draws a schedule that needs more faults than the reach has free points", func() {
+		for seed := int64(0); seed < 50; seed++ {
+			specs, err := chaos.RandomSchedule(chaos.NewStreams(seed).For("random-chaos"), reg, chaos.Reach{Steps: 1}, 3)
+			Expect(err).NotTo(HaveOccurred(), "seed %d", seed)
+			Expect(specs).To(HaveLen(3))
+			specs, err = chaos.RandomSchedule(chaos.NewStreams(seed).For("random-chaos"), reg, chaos.Reach{Steps: 5, Effects: 5, LLMCalls: 2}, 40)
+			Expect(err).NotTo(HaveOccurred(), "seed %d", seed)
+			Expect(specs).To(HaveLen(40))
+		}
+	})
+
 	It("keeps the streams of different components independent", func() {
 		s := chaos.NewStreams(5)
 		Expect(s.For("a").Int64()).To(Equal(s.For("a").Int64()))

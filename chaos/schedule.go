@@ -130,8 +130,11 @@ func (d Draw) Specs(rng *rand.Rand, reg *Registry) ([]Spec, error) {
 // drawn (never harness-crash), each with a trigger the run can reach —
 // a step in 1..Steps, an effect in 1..Effects, or a virtual time before
 // Virtual — and an argument and duration from the kind. No two faults of
-// one group (process, network, llm, world, time) share a trigger point, and
-// a process fault shares its point with no other fault.
+// one group (process, network, llm, world, time) share a trigger point
+// (effect:N before and after its execution count as one), and a process
+// fault shares its point with no other fault — as long as the reach has
+// points to spare: asked for more faults than fit, it places the rest
+// anywhere (they may then cover each other, and the run says so).
 func RandomSchedule(rng *rand.Rand, reg *Registry, reach Reach, n int) ([]Spec, error) {
 	var kinds []Kind
 	for _, k := range reg.Kinds() {
@@ -149,7 +152,13 @@ func RandomSchedule(rng *rand.Rand, reg *Registry, reach Reach, n int) ([]Spec, 
 		at  time.Duration
 	}
 	taken := map[point]map[string]bool{} // groups drawn at each point
-	for tries := 0; len(out) < n && tries < 100*n; tries++ {
+	// The rule below holds for the first 100n draws; a schedule that needs
+	// more faults than the reach has free points takes the rest anywhere.
+	strict := true
+	for tries := 0; len(out) < n && tries < 200*n; tries++ {
+		if tries == 100*n {
+			strict = false
+		}
 		k := kinds[rng.IntN(len(kinds))]
 		var options []TriggerType
 		triggers := k.Triggers
@@ -196,9 +205,9 @@ func RandomSchedule(rng *rand.Rand, reg *Registry, reach Reach, n int) ([]Spec, 
 		// the first), and a process fault covers whatever else lands where
 		// it does (the agent never hears that answer): the one that never
 		// met the agent would leave the run unknown. Draw again instead.
-		p := point{s.Trigger.Type, s.Trigger.N, s.Trigger.At}
+		p := point{s.Trigger.Type, s.Trigger.N, s.Trigger.At} // effect:N, before or after, is one point
 		groups := taken[p]
-		if groups[k.Group] || groups["process"] || (k.Group == "process" && len(groups) > 0) {
+		if strict && (groups[k.Group] || groups["process"] || (k.Group == "process" && len(groups) > 0)) {
 			continue
 		}
 		if groups == nil {

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 )
 
@@ -27,7 +28,9 @@ const maxSocketPath = 107
 // socket, read-only.
 type controlServer struct {
 	srv  *http.Server
+	l    net.Listener
 	path string
+	once sync.Once
 }
 
 // serveControl starts the control socket. A state dir whose path is too
@@ -55,19 +58,26 @@ func (h *Harness) serveControl() *controlServer {
 		logs, err := h.Logs(r.PathValue("id"))
 		controlReply(w, map[string]any{"attempts": logs}, err)
 	})
-	c := &controlServer{path: path, srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}}
+	c := &controlServer{path: path, l: l, srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}}
 	go func() { _ = c.srv.Serve(l) }()
 	return c
 }
 
 // close stops serving and removes the socket, before the state dir's lock
-// is released.
+// is released. The listener is closed here, not only by Serve, so that no
+// late Serve can remove a socket the next owner made.
 func (c *controlServer) close() {
 	if c == nil {
 		return
 	}
-	_ = c.srv.Close()
-	_ = os.Remove(c.path)
+	c.once.Do(func() {
+		if ul, ok := c.l.(*net.UnixListener); ok {
+			ul.SetUnlinkOnClose(false) // removed below, while the lock is still held
+		}
+		_ = c.l.Close()
+		_ = c.srv.Close()
+		_ = os.Remove(c.path)
+	})
 }
 
 type controlError struct {

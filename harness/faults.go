@@ -554,10 +554,14 @@ func (t runTarget) signal(ctx context.Context, sig string, grace time.Duration) 
 	defer cancel()
 	n := t.r.current
 	t.r.killIssued[n] = time.Now()
+	t.r.holdMu.Lock()
 	t.r.dying[n] = time.Now().Add(grace + deathTimeout)
+	t.r.holdMu.Unlock()
 	if err := eng.Kill(kctx, id, sig); err != nil {
 		delete(t.r.killIssued, n)
+		t.r.holdMu.Lock()
 		delete(t.r.dying, n)
+		t.r.holdMu.Unlock()
 		return "", err
 	}
 	return id, nil
@@ -575,10 +579,10 @@ const deathTimeout = 30 * time.Second
 // only when it exits). Without this, how far an agent got after a stop
 // would depend on the machine's load.
 func (r *run) HoldReply(ctx context.Context, c gateway.Caller) {
-	r.mu.Lock()
+	r.holdMu.Lock()
 	until, dying := r.dying[c.Attempt]
 	dead, alive := r.dead[c.Attempt]
-	r.mu.Unlock()
+	r.holdMu.Unlock()
 	if !dying || !alive {
 		return
 	}
@@ -606,8 +610,10 @@ func (t runTarget) KillAgent(ctx context.Context) error {
 }
 
 // StopAgent implements chaos.Process: SIGTERM now, SIGKILL after grace (in
-// the background, so the agent may still talk to the gateway while it
-// shuts down), and the next attempt held until down has passed.
+// the background), and the next attempt held until down has passed. What
+// the agent sends while it shuts down is still handled and journaled, but
+// it hears no answer (see HoldReply): an agent that waits for one before
+// it exits is SIGKILLed at the end of the grace.
 func (t runTarget) StopAgent(ctx context.Context, grace, down time.Duration) error {
 	id, err := t.signal(ctx, "SIGTERM", grace)
 	if err != nil {

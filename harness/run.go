@@ -56,26 +56,30 @@ type run struct {
 	ended       bool
 
 	// Faults and the discrete-event clock.
-	link         *chaos.Link              // the agent's link to the gateway
-	firing       *faultState              // the fault being injected, for the Target's evidence
-	intents      int                      // effect intents journaled so far (the effect:N trigger counts them)
-	toxic        chaos.EffectToxic        // the effect path's active toxic
-	toxicFault   *faultState              // the fault that set it
-	inflight     int                      // agent requests in flight
-	lastActivity time.Time                // when one last started or finished
-	seen         map[int]bool             // attempts that have made a request
-	downUntil    time.Time                // a stop fault's down window: no attempt before it
-	paused       string                   // the container a pause fault froze
-	killIssued   map[int]time.Time        // when a fault's kill or stop was issued, per attempt
-	dying        map[int]time.Time        // attempts a process fault signalled -> how long their replies are held at most
-	dead         map[int]chan struct{}    // per attempt, closed once its container is seen dead (or never ran)
-	stopCh       chan struct{}            // closed when the run ends: background fault work stops
-	removals     sync.WaitGroup           // dead containers being removed in the background
-	llm          *llmState                // the LLM path: model, recording, budget
-	stacks       map[string][]*faultState // active faults per target (link, effect, llm), newest last
-	network      string                   // the sandbox network of the run ("": none)
-	starting     string                   // the current attempt's container, created, maybe not yet running
-	detached     string                   // the container a disconnect fault detached
+	link         *chaos.Link       // the agent's link to the gateway
+	firing       *faultState       // the fault being injected, for the Target's evidence
+	intents      int               // effect intents journaled so far (the effect:N trigger counts them)
+	toxic        chaos.EffectToxic // the effect path's active toxic
+	toxicFault   *faultState       // the fault that set it
+	inflight     int               // agent requests in flight
+	lastActivity time.Time         // when one last started or finished
+	seen         map[int]bool      // attempts that have made a request
+	downUntil    time.Time         // a stop fault's down window: no attempt before it
+	paused       string            // the container a pause fault froze
+	killIssued   map[int]time.Time // when a fault's kill or stop was issued, per attempt
+
+	// Held replies (see HoldReply), under holdMu alone: a reply never waits
+	// for mu.
+	holdMu   sync.Mutex
+	dying    map[int]time.Time        // attempts a process fault signalled -> how long their replies are held at most
+	dead     map[int]chan struct{}    // per attempt, closed once its container is seen dead (or never ran)
+	stopCh   chan struct{}            // closed when the run ends: background fault work stops
+	removals sync.WaitGroup           // dead containers being removed in the background
+	llm      *llmState                // the LLM path: model, recording, budget
+	stacks   map[string][]*faultState // active faults per target (link, effect, llm), newest last
+	network  string                   // the sandbox network of the run ("": none)
+	starting string                   // the current attempt's container, created, maybe not yet running
+	detached string                   // the container a disconnect fault detached
 }
 
 var (

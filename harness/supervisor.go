@@ -333,7 +333,9 @@ func (r *run) beginAttempt(ctx context.Context, n int) (string, error) {
 	r.attempts = append(r.attempts, att)
 	r.tokens[att.TokenHash] = n
 	r.current = n
+	r.holdMu.Lock()
 	r.dead[n] = make(chan struct{})
+	r.holdMu.Unlock()
 	r.container = ""
 	return token, nil
 }
@@ -377,8 +379,8 @@ func (r *run) endAttempt(ctx context.Context, n int, container string, code *int
 // seenDead notes that attempt n's container is dead (or never ran): the
 // replies held back from it (see HoldReply) may go.
 func (r *run) seenDead(n int) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	r.holdMu.Lock()
+	defer r.holdMu.Unlock()
 	if ch, ok := r.dead[n]; ok {
 		close(ch)
 		delete(r.dead, n)

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"sort"
 	"strings"
 	"syscall"
@@ -400,7 +401,8 @@ func runsCmd(g *globals) *cobra.Command {
 				return writeJSON(g.stdout, map[string]any{"runs": runs})
 			}
 			if len(runs) == 0 {
-				fmt.Fprintf(g.stdout, "no runs in %s\n", g.state)
+				dir, _ := filepath.Abs(g.state)
+				fmt.Fprintf(g.stdout, "no runs in %s\n", dir)
 				return nil
 			}
 			fmt.Fprintf(g.stdout, "%-23s  %-12s  %6s  %-11s  %-7s  %s\n", "RUN", "SCENARIO", "SEED", "STATUS", "VERDICT", "STARTED")
@@ -459,7 +461,7 @@ func logsCmd(g *globals) *cobra.Command {
 				}
 				end := l.End
 				if end == "" {
-					end = "still running (its output is kept when it ends)"
+					end = "no end recorded (still running, or its harness died: the output is kept when it ends or is reaped)"
 				}
 				fmt.Fprintf(g.stdout, "=== attempt %d (container %.12s): %s, exit code %s\n", l.Attempt, l.Container, end, code)
 				fmt.Fprintf(g.stdout, "--- stdout\n%s", l.Stdout)

@@ -35,6 +35,13 @@ func (w *heldWriter) Flush() {
 	}
 }
 
+// FlushError is what http.ResponseController.Flush calls: it reports a
+// failed flush (a stream whose reader went away).
+func (w *heldWriter) FlushError() error {
+	w.wait()
+	return http.NewResponseController(w.ResponseWriter).Flush()
+}
+
 // Hijack implements http.Hijacker.
 func (w *heldWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	w.wait()
