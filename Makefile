@@ -20,9 +20,13 @@ build: ## build the static overnight binary into bin/
 test: ## run every test (needs a running Docker engine; .ci/run starts one)
 	$(GO) test -count=1 -timeout 30m ./...
 
+# The benchmarks run with the overnight binary's own GOMAXPROCS (1, see
+# cmd/overnight/main.go); the LLM overhead is measured with 2 as well.
+bench: export GOMAXPROCS := 1
 bench: ## measure the journal, the gateway (effects, LLM calls), the week, kill recovery and sandbox cold start
 	$(GO) test -run '^$$' -bench . -benchtime 20000x ./harness/journal
 	$(GO) test -run '^$$' -bench 'Effect|LLM' -benchtime 2000x ./harness
+	GOMAXPROCS=2 $(GO) test -run '^$$' -bench 'LLMOverhead' -benchtime 2000x ./harness
 	$(GO) test -run '^$$' -bench 'Week|KillRecovery' -benchtime 3x ./harness
 	$(GO) test -run '^$$' -bench ColdStart -benchtime 20x ./sandbox
 

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
 	"syscall"
@@ -155,6 +156,9 @@ Exit codes: 0 pass, 1 fail, 2 unknown, 3 error.`,
 	root.Version = version
 	if buildNonce != "" {
 		root.Version += " (test build " + buildNonce + ")"
+	}
+	root.PersistentPreRun = func(cmd *cobra.Command, _ []string) {
+		g.logger().Debug("overnight", "version", root.Version, "gomaxprocs", runtime.GOMAXPROCS(0), "command", cmd.Name())
 	}
 	root.AddCommand(runCmd(g), shrinkCmd(g), resumeCmd(g), runsCmd(g), logsCmd(g), gcCmd(g), faultsCmd(g), scenariosCmd(g))
 

@@ -341,6 +341,17 @@ var _ = Describe("harness-crash at the hardest point", func() {
 	}, SpecTimeout(3*time.Minute))
 })
 
+var _ = Describe("the binary's GOMAXPROCS", func() {
+	It("is 1 unless $GOMAXPROCS says otherwise", func(ctx SpecContext) {
+		o := overnight(ctx, GinkgoT().TempDir(), []string{"GOMAXPROCS="}, "-v", "faults", "-o", "json")
+		Expect(o.code).To(Equal(0), o.stderr)
+		Expect(o.stderr).To(ContainSubstring("gomaxprocs=1"))
+		o = overnight(ctx, GinkgoT().TempDir(), []string{"GOMAXPROCS=3"}, "-v", "faults", "-o", "json")
+		Expect(o.code).To(Equal(0), o.stderr)
+		Expect(o.stderr).To(ContainSubstring("gomaxprocs=3"))
+	})
+})
+
 var _ = Describe("chaos from the command line", func() {
 	It("prints the fault catalog as JSON", func(ctx SpecContext) {
 		o := overnight(ctx, GinkgoT().TempDir(), nil, "faults", "-o", "json")

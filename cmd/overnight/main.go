@@ -7,6 +7,7 @@ package main
 
 import (
 	"os"
+	"runtime"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -17,5 +18,18 @@ var version = "dev"
 var buildNonce string
 
 func main() {
+	if os.Getenv("GOMAXPROCS") == "" {
+		runtime.GOMAXPROCS(defaultProcs)
+	}
 	os.Exit(execute(os.Args[1:]))
 }
+
+// defaultProcs is the binary's GOMAXPROCS unless $GOMAXPROCS says
+// otherwise. The harness's work is a chain of hand-offs between goroutines
+// — the gateway's connection, the provider's HTTP transport, the journal's
+// sync — not computation: with one P they switch on one thread, with more
+// each hand-off may wake another thread (on the 2-vCPU reference machine,
+// about 0.15 ms per LLM call through the gateway). One P measured faster
+// for every latency in BENCHMARKS.md and no slower elsewhere, and it leaves
+// the other cores to the agents under test.
+const defaultProcs = 1
