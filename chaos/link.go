@@ -373,14 +373,11 @@ func (l *Link) Blackhole() {
 		l.mu.Unlock()
 		return
 	}
-	prev := l.state
-	if prev == LinkDropped && !l.relistenLocked() {
+	prev, ok := l.enterLocked(LinkBlackholed, 0, 0)
+	if !ok {
 		l.mu.Unlock()
 		return
 	}
-	l.state = LinkBlackholed
-	l.latency, l.jitter = 0, 0
-	l.bumpLocked()
 	n := 0
 	for c := range l.conns {
 		if !c.held {
@@ -406,19 +403,12 @@ func (l *Link) SetLatency(d, jitter time.Duration) {
 		l.mu.Unlock()
 		return
 	}
-	prev := l.state
-	if prev == LinkDropped && !l.relistenLocked() {
+	prev, ok := l.enterLocked(LinkLatency, d, jitter)
+	if !ok {
 		l.mu.Unlock()
 		return
 	}
-	l.state = LinkLatency
-	l.latency, l.jitter = d, jitter
-	l.bumpLocked()
-	held := l.takeConnsLocked(func(c *linkConn) bool { return c.held })
-	l.mu.Unlock()
-	for _, c := range held {
-		_ = c.Close()
-	}
+	l.releaseHeldAndUnlock()
 	l.log.Info("link latency", "path", l.path, "was", prev, "delay", d, "jitter", jitter)
 }
 
@@ -433,20 +423,13 @@ func (l *Link) Heal() {
 		l.mu.Unlock()
 		return
 	}
-	prev := l.state
-	if prev == LinkDropped && !l.relistenLocked() {
+	prev, ok := l.enterLocked(LinkUp, 0, 0)
+	if !ok {
 		l.mu.Unlock()
 		return
 	}
-	l.state = LinkUp
-	l.latency, l.jitter = 0, 0
-	l.bumpLocked()
-	held := l.takeConnsLocked(func(c *linkConn) bool { return c.held })
-	l.mu.Unlock()
-	for _, c := range held {
-		_ = c.Close()
-	}
-	l.log.Info("link healed", "path", l.path, "was", prev, "swallowed_reset", len(held))
+	n := l.releaseHeldAndUnlock()
+	l.log.Info("link healed", "path", l.path, "was", prev, "swallowed_reset", n)
 }
 
 // State reports the active fault: LinkUp, LinkDropped, LinkBlackholed or LinkLatency
@@ -472,6 +455,31 @@ func (l *Link) Stats() LinkStats {
 
 // relistenLocked listens on the path again after Drop. On failure it logs, counts, and leaves
 // the link dropped. l.mu must be held.
+// enterLocked moves a live link to state with the given latency, listening
+// again first if it was dropped. It returns the state it left, and false
+// (nothing changed) when the socket cannot be listened on again.
+func (l *Link) enterLocked(state string, latency, jitter time.Duration) (string, bool) {
+	prev := l.state
+	if prev == LinkDropped && !l.relistenLocked() {
+		return prev, false
+	}
+	l.state = state
+	l.latency, l.jitter = latency, jitter
+	l.bumpLocked()
+	return prev, true
+}
+
+// releaseHeldAndUnlock resets the connections Blackhole swallowed, after
+// releasing mu, and returns how many there were.
+func (l *Link) releaseHeldAndUnlock() int {
+	held := l.takeConnsLocked(func(c *linkConn) bool { return c.held })
+	l.mu.Unlock()
+	for _, c := range held {
+		_ = c.Close()
+	}
+	return len(held)
+}
+
 func (l *Link) relistenLocked() bool {
 	if err := l.removeStaleLocked(); err != nil {
 		l.healFailures.Add(1)

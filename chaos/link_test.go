@@ -151,6 +151,22 @@ type result struct {
 	err    error
 }
 
+// keptAlive is a raw keep-alive connection through the link that has
+// been answered one GET / (with the status returned).
+func (s *linkServer) keptAlive() (net.Conn, *bufio.Reader, int) {
+	raw, err := net.Dial("unix", s.path)
+	ExpectWithOffset(1, err).NotTo(HaveOccurred())
+	DeferCleanup(raw.Close)
+	br := bufio.NewReader(raw)
+	_, err = io.WriteString(raw, "GET / HTTP/1.1\r\nHost: gw\r\n\r\n")
+	ExpectWithOffset(1, err).NotTo(HaveOccurred())
+	resp, err := http.ReadResponse(br, nil)
+	ExpectWithOffset(1, err).NotTo(HaveOccurred())
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+	return raw, br, resp.StatusCode
+}
+
 func do(c *http.Client, method, path string) result {
 	req, err := http.NewRequest(method, "http://gateway"+path, strings.NewReader("{}"))
 	if err != nil {
@@ -263,21 +279,12 @@ var _ = Describe("Link", func() {
 
 		It("resets idle keep-alive connections too", func() {
 			s := startLinkServer(chaos.LinkOptions{})
-			raw, err := net.Dial("unix", s.path)
-			Expect(err).NotTo(HaveOccurred())
-			DeferCleanup(raw.Close)
-			br := bufio.NewReader(raw)
-			_, err = io.WriteString(raw, "GET / HTTP/1.1\r\nHost: gw\r\n\r\n")
-			Expect(err).NotTo(HaveOccurred())
-			resp, err := http.ReadResponse(br, nil)
-			Expect(err).NotTo(HaveOccurred())
-			Expect(resp.StatusCode).To(Equal(http.StatusOK))
-			_, _ = io.Copy(io.Discard, resp.Body)
-			_ = resp.Body.Close()
+			raw, br, status := s.keptAlive()
+			Expect(status).To(Equal(http.StatusOK))
 
 			s.link.Drop()
 			Expect(raw.SetReadDeadline(time.Now().Add(10 * time.Second))).To(Succeed())
-			_, err = br.ReadByte()
+			_, err := br.ReadByte()
 			expectClosedByLink(err)
 			Expect(s.link.Stats().Reset).To(BeEquivalentTo(1))
 		})
@@ -309,21 +316,12 @@ var _ = Describe("Link", func() {
 
 		It("swallows a live connection's next request", func() {
 			s := startLinkServer(chaos.LinkOptions{HoldMax: hold})
-			raw, err := net.Dial("unix", s.path)
-			Expect(err).NotTo(HaveOccurred())
-			DeferCleanup(raw.Close)
-			br := bufio.NewReader(raw)
-			_, err = io.WriteString(raw, "GET / HTTP/1.1\r\nHost: gw\r\n\r\n")
-			Expect(err).NotTo(HaveOccurred())
-			resp, err := http.ReadResponse(br, nil)
-			Expect(err).NotTo(HaveOccurred())
-			_, _ = io.Copy(io.Discard, resp.Body)
-			_ = resp.Body.Close()
+			raw, br, _ := s.keptAlive()
 			Expect(s.hits.Load()).To(BeEquivalentTo(1))
 
 			s.link.Blackhole()
 			start := time.Now()
-			_, err = io.WriteString(raw, "GET / HTTP/1.1\r\nHost: gw\r\n\r\n")
+			_, err := io.WriteString(raw, "GET / HTTP/1.1\r\nHost: gw\r\n\r\n")
 			Expect(err).NotTo(HaveOccurred())
 			Expect(raw.SetReadDeadline(time.Now().Add(10 * time.Second))).To(Succeed())
 			_, err = http.ReadResponse(br, nil)

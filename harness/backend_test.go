@@ -52,23 +52,44 @@ func startLiveRun(stateDir string, runID string) *liveRun {
 		runID, err = h.create(ctx, RunRequest{Scenario: scen})
 		Expect(err).NotTo(HaveOccurred())
 	}
-	r, err := h.load(ctx, runID)
+	return liveRunOf(h, runID)
+}
+
+// liveRunOf loads run runID of h and serves it with the real gateway; the
+// spec's cleanup stops it and closes h.
+func liveRunOf(h *Harness, runID string) *liveRun {
+	r, err := h.load(context.Background(), runID)
 	Expect(err).NotTo(HaveOccurred())
-	dir, err := os.MkdirTemp("", "ovn-bt-")
+	sock, stop, err := serveGateway(r)
 	Expect(err).NotTo(HaveOccurred())
-	sock := filepath.Join(dir, gateway.SocketName)
-	l, err := sandbox.ListenSocket(sock)
-	Expect(err).NotTo(HaveOccurred())
-	srv := gateway.New(r, nil)
-	go func() { _ = srv.Serve(l) }()
 	lr := &liveRun{h: h, r: r, sock: sock}
 	lr.stop = func() {
-		_ = srv.Close()
-		_ = os.RemoveAll(dir)
+		stop()
 		_ = h.Close()
 	}
 	DeferCleanup(func() { lr.stop() })
 	return lr
+}
+
+// serveGateway serves r with the real gateway on a unix socket in a fresh
+// dir; stop closes the server and removes the dir.
+func serveGateway(r *run) (sock string, stop func(), err error) {
+	dir, err := os.MkdirTemp("", "ovn-gw-")
+	if err != nil {
+		return "", nil, err
+	}
+	sock = filepath.Join(dir, gateway.SocketName)
+	l, err := sandbox.ListenSocket(sock)
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return "", nil, err
+	}
+	srv := gateway.New(r, nil)
+	go func() { _ = srv.Serve(l) }()
+	return sock, func() {
+		_ = srv.Close()
+		_ = os.RemoveAll(dir)
+	}, nil
 }
 
 func (lr *liveRun) attempt() string {

@@ -530,41 +530,61 @@ func (t runTarget) container() (string, error) {
 	return t.r.container, nil
 }
 
-func (t runTarget) markProcess(detail string) {
+// met credits the fault being injected with having hit the agent.
+func (t runTarget) met(detail string) {
 	if f := t.r.firing; f != nil {
 		f.rec.Met, f.rec.MetDetail = true, detail
+	}
+}
+
+// markProcess credits the fault being injected with ending the current
+// attempt.
+func (t runTarget) markProcess(detail string) {
+	t.met(detail)
+	if f := t.r.firing; f != nil {
 		t.r.killedBy[t.r.current] = f.rec.Spec
 	}
+}
+
+// withEngine runs fn with the Docker engine and a context bounded for one
+// engine call.
+func (t runTarget) withEngine(ctx context.Context, fn func(context.Context, *sandbox.Engine) error) error {
+	eng, err := t.r.h.engine(ctx)
+	if err != nil {
+		return err
+	}
+	kctx, cancel := t.engineCtx(ctx)
+	defer cancel()
+	return fn(kctx, eng)
 }
 
 // signal sends sig to the current attempt's container, noting when a
 // fault's kill was issued. From then on, replies to the attempt are held
 // until its container is seen dead, for at most grace plus
 // deathTimeout.
-func (t runTarget) signal(ctx context.Context, sig string, grace time.Duration) (string, error) {
+func (t runTarget) signal(ctx context.Context, sig string, grace time.Duration) (string, *sandbox.Engine, error) {
 	id, err := t.container()
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
-	eng, err := t.r.h.engine(ctx)
-	if err != nil {
-		return "", err
-	}
-	kctx, cancel := t.engineCtx(ctx)
-	defer cancel()
-	n := t.r.current
-	t.r.killIssued[n] = time.Now()
-	t.r.holdMu.Lock()
-	t.r.dying[n] = time.Now().Add(grace + deathTimeout)
-	t.r.holdMu.Unlock()
-	if err := eng.Kill(kctx, id, sig); err != nil {
-		delete(t.r.killIssued, n)
+	var engine *sandbox.Engine
+	err = t.withEngine(ctx, func(kctx context.Context, eng *sandbox.Engine) error {
+		engine = eng
+		n := t.r.current
+		t.r.killIssued[n] = time.Now()
 		t.r.holdMu.Lock()
-		delete(t.r.dying, n)
+		t.r.dying[n] = time.Now().Add(grace + deathTimeout)
 		t.r.holdMu.Unlock()
-		return "", err
-	}
-	return id, nil
+		if err := eng.Kill(kctx, id, sig); err != nil {
+			delete(t.r.killIssued, n)
+			t.r.holdMu.Lock()
+			delete(t.r.dying, n)
+			t.r.holdMu.Unlock()
+			return err
+		}
+		return nil
+	})
+	return id, engine, err
 }
 
 // deathTimeout bounds how long a signalled container may take to die, past
@@ -599,7 +619,7 @@ func (r *run) HoldReply(ctx context.Context, c gateway.Caller) {
 
 // KillAgent implements chaos.Process.
 func (t runTarget) KillAgent(ctx context.Context) error {
-	if _, err := t.signal(ctx, "SIGKILL", 0); err != nil {
+	if _, _, err := t.signal(ctx, "SIGKILL", 0); err != nil {
 		return err
 	}
 	t.markProcess(fmt.Sprintf("attempt %d's container was killed", t.r.current))
@@ -615,11 +635,7 @@ func (t runTarget) KillAgent(ctx context.Context) error {
 // it hears no answer (see HoldReply): an agent that waits for one before
 // it exits is SIGKILLed at the end of the grace.
 func (t runTarget) StopAgent(ctx context.Context, grace, down time.Duration) error {
-	id, err := t.signal(ctx, "SIGTERM", grace)
-	if err != nil {
-		return err
-	}
-	eng, err := t.r.h.engine(ctx)
+	id, eng, err := t.signal(ctx, "SIGTERM", grace)
 	if err != nil {
 		return err
 	}
@@ -645,19 +661,11 @@ func (t runTarget) PauseAgent(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	eng, err := t.r.h.engine(ctx)
-	if err != nil {
-		return err
-	}
-	kctx, cancel := t.engineCtx(ctx)
-	defer cancel()
-	if err := eng.Pause(kctx, id); err != nil {
+	if err := t.withEngine(ctx, func(kctx context.Context, eng *sandbox.Engine) error { return eng.Pause(kctx, id) }); err != nil {
 		return err
 	}
 	t.r.paused = id
-	if f := t.r.firing; f != nil {
-		f.rec.Met, f.rec.MetDetail = true, fmt.Sprintf("attempt %d's container was frozen", t.r.current)
-	}
+	t.met(fmt.Sprintf("attempt %d's container was frozen", t.r.current))
 	return nil
 }
 
@@ -669,22 +677,18 @@ func (t runTarget) UnpauseAgent(ctx context.Context) error {
 	if id == "" {
 		return nil
 	}
-	eng, err := t.r.h.engine(ctx)
-	if err != nil {
-		return err
-	}
-	kctx, cancel := t.engineCtx(ctx)
-	defer cancel()
-	if err := eng.Unpause(kctx, id); err != nil && id == t.r.container && !errors.Is(err, sandbox.ErrNotFound) {
-		return err
-	}
-	return nil
+	return t.withEngine(ctx, func(kctx context.Context, eng *sandbox.Engine) error {
+		if err := eng.Unpause(kctx, id); err != nil && id == t.r.container && !errors.Is(err, sandbox.ErrNotFound) {
+			return err
+		}
+		return nil
+	})
 }
 
 // CrashHarness implements chaos.Process: the harness SIGKILLs itself.
 func (t runTarget) CrashHarness(ctx context.Context) error {
+	t.met("the harness died")
 	if f := t.r.firing; f != nil {
-		f.rec.Met, f.rec.MetDetail = true, "the harness died"
 		_ = put(ctx, t.r.j, faultKey(t.r.rec.ID, f.rec.Index), f.rec)
 	}
 	return t.r.h.crash()
@@ -713,26 +717,24 @@ func (t runTarget) DisconnectSandbox(ctx context.Context) error {
 	if t.r.network == "" {
 		return errors.New("the sandbox has no network to disconnect (give the scenario sandbox: {network: internal})")
 	}
-	eng, err := t.r.h.engine(ctx)
+	err = t.withEngine(ctx, func(kctx context.Context, eng *sandbox.Engine) error {
+		if err := eng.Disconnect(kctx, t.r.network, id); err != nil {
+			return err
+		}
+		attached, err := eng.Attached(kctx, t.r.network, id)
+		if err != nil {
+			return err
+		}
+		if attached {
+			return fmt.Errorf("container %.12s is still attached to %s after the disconnect", id, t.r.network)
+		}
+		return nil
+	})
 	if err != nil {
 		return err
-	}
-	kctx, cancel := t.engineCtx(ctx)
-	defer cancel()
-	if err := eng.Disconnect(kctx, t.r.network, id); err != nil {
-		return err
-	}
-	attached, err := eng.Attached(kctx, t.r.network, id)
-	if err != nil {
-		return err
-	}
-	if attached {
-		return fmt.Errorf("container %.12s is still attached to %s after the disconnect", id, t.r.network)
 	}
 	t.r.detached = id
-	if f := t.r.firing; f != nil {
-		f.rec.Met, f.rec.MetDetail = true, fmt.Sprintf("attempt %d's container was detached from network %s", t.r.current, t.r.network)
-	}
+	t.met(fmt.Sprintf("attempt %d's container was detached from network %s", t.r.current, t.r.network))
 	return nil
 }
 
@@ -744,13 +746,7 @@ func (t runTarget) ReconnectSandbox(ctx context.Context) error {
 	if id == "" || id != t.r.container {
 		return nil
 	}
-	eng, err := t.r.h.engine(ctx)
-	if err != nil {
-		return err
-	}
-	kctx, cancel := t.engineCtx(ctx)
-	defer cancel()
-	return eng.Connect(kctx, t.r.network, id)
+	return t.withEngine(ctx, func(kctx context.Context, eng *sandbox.Engine) error { return eng.Connect(kctx, t.r.network, id) })
 }
 
 // SetAPIVersion implements chaos.World.

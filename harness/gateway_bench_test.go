@@ -3,16 +3,11 @@ package harness
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
-	"sort"
+	"slices"
 	"testing"
 	"time"
 
-	"github.com/overnight-dev/overnight/harness/gateway"
-	"github.com/overnight-dev/overnight/sandbox"
 	"github.com/overnight-dev/overnight/sandbox/agent"
-	"github.com/overnight-dev/overnight/scenarios"
 	"github.com/overnight-dev/overnight/scenarios/cloud"
 )
 
@@ -69,61 +64,15 @@ func BenchmarkEffectReplay(b *testing.B) {
 }
 
 func benchRun(b *testing.B) (*agent.Client, *run, func()) {
-	b.Helper()
-	ctx := context.Background()
-	dir := b.TempDir()
-	if d := os.Getenv("OVERNIGHT_BENCH_DIR"); d != "" {
-		var err error
-		if dir, err = os.MkdirTemp(d, "bench-"); err != nil {
-			b.Fatal(err)
-		}
-	}
-	h, err := Open(ctx, Options{StateDir: dir})
-	if err != nil {
-		b.Fatal(err)
-	}
-	scen, err := scenarios.Parse("bench.yaml", []byte(backendScenario))
-	if err != nil {
-		b.Fatal(err)
-	}
-	id, err := h.create(ctx, RunRequest{Scenario: scen})
-	if err != nil {
-		b.Fatal(err)
-	}
-	r, err := h.load(ctx, id)
-	if err != nil {
-		b.Fatal(err)
-	}
-	sockDir, err := os.MkdirTemp("", "ovn-bench-")
-	if err != nil {
-		b.Fatal(err)
-	}
-	l, err := sandbox.ListenSocket(filepath.Join(sockDir, gateway.SocketName))
-	if err != nil {
-		b.Fatal(err)
-	}
-	srv := gateway.New(r, nil)
-	go func() { _ = srv.Serve(l) }()
-	token, err := r.beginAttempt(ctx, 1)
-	if err != nil {
-		b.Fatal(err)
-	}
-	c, err := agent.New(agent.Options{Socket: filepath.Join(sockDir, gateway.SocketName), Token: token, RetryFor: time.Second})
-	if err != nil {
-		b.Fatal(err)
-	}
-	return c, r, func() {
-		_ = srv.Close()
-		_ = os.RemoveAll(sockDir)
-		_ = h.Close()
-	}
+	bs := serveBenchRun(b, benchDir(b), backendScenario, nil, RunRequest{})
+	return bs.sdk, bs.run, bs.stop
 }
 
 func reportPercentiles(b *testing.B, lat []time.Duration) {
 	if len(lat) == 0 {
 		return
 	}
-	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	slices.Sort(lat)
 	b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds()), "p50-ns")
 	b.ReportMetric(float64(lat[len(lat)*99/100].Nanoseconds()), "p99-ns")
 }

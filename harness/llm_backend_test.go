@@ -7,8 +7,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -22,9 +20,7 @@ import (
 	lcopenai "github.com/tmc/langchaingo/llms/openai"
 
 	"github.com/overnight-dev/overnight/chaos"
-	"github.com/overnight-dev/overnight/harness/gateway"
 	"github.com/overnight-dev/overnight/harness/protocol"
-	"github.com/overnight-dev/overnight/sandbox"
 	"github.com/overnight-dev/overnight/scenarios"
 )
 
@@ -58,23 +54,7 @@ func startLLMRun(state, text string, opts Options, req RunRequest) *liveRun {
 	req.Scenario = scen
 	id, err := h.create(ctx, req)
 	Expect(err).NotTo(HaveOccurred())
-	r, err := h.load(ctx, id)
-	Expect(err).NotTo(HaveOccurred())
-	dir, err := os.MkdirTemp("", "ovn-llm-")
-	Expect(err).NotTo(HaveOccurred())
-	sock := filepath.Join(dir, gateway.SocketName)
-	l, err := sandbox.ListenSocket(sock)
-	Expect(err).NotTo(HaveOccurred())
-	srv := gateway.New(r, nil)
-	go func() { _ = srv.Serve(l) }()
-	lr := &liveRun{h: h, r: r, sock: sock}
-	lr.stop = func() {
-		_ = srv.Close()
-		_ = os.RemoveAll(dir)
-		_ = h.Close()
-	}
-	DeferCleanup(func() { lr.stop() })
-	return lr
+	return liveRunOf(h, id)
 }
 
 func (lr *liveRun) httpClient() *http.Client {

@@ -8,22 +8,20 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
-	"github.com/overnight-dev/overnight/harness/gateway"
 	"github.com/overnight-dev/overnight/harness/protocol"
-	"github.com/overnight-dev/overnight/sandbox"
 	"github.com/overnight-dev/overnight/sandbox/agent"
 	"github.com/overnight-dev/overnight/scenarios"
 )
 
 const benchAnswer = `{"id":"x","object":"chat.completion","created":1,"model":"bench","choices":[{"index":0,"message":{"role":"assistant","content":"pong"},"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":1,"total_tokens":6}}`
 
-// llmBench is a run served by the real gateway on a unix socket, with its
-// first attempt begun.
-type llmBench struct {
+// benchServer is a run served by the real gateway on a unix socket, with
+// its first attempt begun.
+type benchServer struct {
 	sdk   *agent.Client // the SDK client of the attempt
 	raw   *http.Client  // a plain HTTP client dialling the socket
 	token string
@@ -31,16 +29,16 @@ type llmBench struct {
 	stop  func()
 }
 
-// llmBenchRun serves a run whose model is req.LLM behind the real gateway
-// on a unix socket.
-func llmBenchRun(b *testing.B, state string, env map[string]string, req RunRequest) llmBench {
+// serveBenchRun creates a run of the scenario text in state and serves it
+// behind the real gateway on a unix socket.
+func serveBenchRun(b *testing.B, state, text string, env map[string]string, req RunRequest) benchServer {
 	b.Helper()
 	ctx := context.Background()
 	h, err := Open(ctx, Options{StateDir: state, LLMEnv: func(k string) string { return env[k] }})
 	if err != nil {
 		b.Fatal(err)
 	}
-	scen, err := scenarios.Parse("bench.yaml", []byte(llmScenario))
+	scen, err := scenarios.Parse("bench.yaml", []byte(text))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -53,18 +51,13 @@ func llmBenchRun(b *testing.B, state string, env map[string]string, req RunReque
 	if err != nil {
 		b.Fatal(err)
 	}
-	r.llm.budget = llmBudget{}
-	dir, err := os.MkdirTemp("", "ovn-lb-")
+	if r.llm != nil {
+		r.llm.budget = llmBudget{}
+	}
+	sock, stopServer, err := serveGateway(r)
 	if err != nil {
 		b.Fatal(err)
 	}
-	sock := filepath.Join(dir, gateway.SocketName)
-	l, err := sandbox.ListenSocket(sock)
-	if err != nil {
-		b.Fatal(err)
-	}
-	srv := gateway.New(r, nil)
-	go func() { _ = srv.Serve(l) }()
 	token, err := r.beginAttempt(ctx, 1)
 	if err != nil {
 		b.Fatal(err)
@@ -76,10 +69,9 @@ func llmBenchRun(b *testing.B, state string, env map[string]string, req RunReque
 	raw := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
 	}}}
-	return llmBench{sdk: c, raw: raw, token: token, run: r, stop: func() {
+	return benchServer{sdk: c, raw: raw, token: token, run: r, stop: func() {
 		raw.CloseIdleConnections()
-		_ = srv.Close()
-		_ = os.RemoveAll(dir)
+		stopServer()
 		_ = h.Close()
 	}}
 }
@@ -102,7 +94,7 @@ func BenchmarkLLMOverhead(b *testing.B) {
 	}))
 	defer provider.Close()
 	env := map[string]string{"OPENAI_API_KEY": "sk-bench", "OPENAI_BASE_URL": provider.URL + "/v1"}
-	lb := llmBenchRun(b, benchDir(b), env, RunRequest{LLM: "openai:bench"})
+	lb := serveBenchRun(b, benchDir(b), llmScenario, env, RunRequest{LLM: "openai:bench"})
 	defer lb.stop()
 	ctx := context.Background()
 	direct := &http.Client{}
@@ -153,7 +145,7 @@ func BenchmarkLLMOverhead(b *testing.B) {
 //	go test -run '^$' -bench LLMReplay -benchtime 2000x ./harness
 func BenchmarkLLMReplay(b *testing.B) {
 	state := benchDir(b)
-	rec := llmBenchRun(b, state, nil, RunRequest{})
+	rec := serveBenchRun(b, state, llmScenario, nil, RunRequest{})
 	ctx := context.Background()
 	for i := 0; i < b.N; i++ {
 		if _, err := rec.sdk.Chat(ctx, benchChat); err != nil {
@@ -162,7 +154,7 @@ func BenchmarkLLMReplay(b *testing.B) {
 	}
 	recorded := rec.run.rec.ID
 	rec.stop()
-	rp := llmBenchRun(b, state, nil, RunRequest{LLM: "replay:" + recorded})
+	rp := serveBenchRun(b, state, llmScenario, nil, RunRequest{LLM: "replay:" + recorded})
 	defer rp.stop()
 	c := rp.sdk
 	b.ResetTimer()
@@ -176,12 +168,8 @@ func BenchmarkLLMReplay(b *testing.B) {
 }
 
 func p50(d []time.Duration) time.Duration {
-	s := append([]time.Duration(nil), d...)
-	for i := 1; i < len(s); i++ {
-		for j := i; j > 0 && s[j] < s[j-1]; j-- {
-			s[j], s[j-1] = s[j-1], s[j]
-		}
-	}
+	s := slices.Clone(d)
+	slices.Sort(s)
 	return s[len(s)/2]
 }
 

@@ -264,7 +264,6 @@ func (r *run) attempt(ctx context.Context, eng *sandbox.Engine, n int, plan sand
 		end = "killed: " + r.llmExceeded()
 		w = kill(end)
 	}
-	r.seenDead(n)
 	if w.err != nil {
 		// The engine lost track of the container: its fate is unknown, so
 		// no exit code is recorded and no next attempt starts (two could
@@ -342,6 +341,7 @@ func (r *run) beginAttempt(ctx context.Context, n int) (string, error) {
 
 // endAttempt keeps the attempt's logs as blobs and records how it ended.
 func (r *run) endAttempt(ctx context.Context, n int, container string, code *int, end string, eng *sandbox.Engine) {
+	r.seenDead(n) // before the logs are read: held replies need not wait for that
 	ctx = context.WithoutCancel(ctx)
 	var outHash, errHash string
 	if eng != nil && container != "" {
@@ -355,7 +355,6 @@ func (r *run) endAttempt(ctx context.Context, n int, container string, code *int
 			outHash, errHash = r.keepLogs(ctx, stdout, stderr)
 		}
 	}
-	r.seenDead(n)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.current == n {

@@ -32,6 +32,15 @@ func memLogs(dir string) []int {
 	return fids
 }
 
+// recordSyncs collects the paths walSyncer syncs, in order, until the spec
+// ends.
+func recordSyncs() *[]string {
+	var synced []string
+	syncHook = func(p string) { synced = append(synced, p) }
+	ginkgo.DeferCleanup(func() { syncHook = nil })
+	return &synced
+}
+
 var _ = ginkgo.Describe("walSyncer", func() {
 	var dir string
 	ginkgo.BeforeEach(func() { dir = ginkgo.GinkgoT().TempDir() })
@@ -61,9 +70,7 @@ var _ = ginkgo.Describe("walSyncer", func() {
 	})
 
 	ginkgo.It("syncs, inside every commit, the log that holds it, and the directory when that log is new", func() {
-		var synced []string
-		syncHook = func(p string) { synced = append(synced, p) }
-		ginkgo.DeferCleanup(func() { syncHook = nil })
+		synced := recordSyncs()
 		j, err := Open(dir, Options{})
 		Expect(err).NotTo(HaveOccurred())
 		defer j.Close()
@@ -71,17 +78,17 @@ var _ = ginkgo.Describe("walSyncer", func() {
 		ctx := context.Background()
 		value := bytes.Repeat([]byte("s"), MaxValueSize)
 		last, rotations := slices.Max(memLogs(bdir)), 0 // followed since Open's own commit
-		Expect(synced).To(ContainElement(filepath.Join(bdir, fmt.Sprintf("%05d%s", last, memFileExt))))
-		Expect(synced).To(ContainElement(bdir))
+		Expect(*synced).To(ContainElement(filepath.Join(bdir, fmt.Sprintf("%05d%s", last, memFileExt))))
+		Expect(*synced).To(ContainElement(bdir))
 		for i := range 96 {
-			synced = synced[:0]
+			*synced = (*synced)[:0]
 			Expect(j.Commit(ctx, Entry{Key: fmt.Appendf(nil, "sync/%03d", i), Value: value})).To(Succeed())
 			newest := slices.Max(memLogs(bdir))
 			log := filepath.Join(bdir, fmt.Sprintf("%05d%s", newest, memFileExt))
-			Expect(synced).To(ContainElement(log), "commit %d: the log holding it was not synced", i)
+			Expect(*synced).To(ContainElement(log), "commit %d: the log holding it was not synced", i)
 			if newest != last {
-				at := slices.Index(synced, log)
-				Expect(synced[at+1:]).To(ContainElement(bdir), "commit %d: the directory naming the new log %d was not synced after it", i, newest)
+				at := slices.Index(*synced, log)
+				Expect((*synced)[at+1:]).To(ContainElement(bdir), "commit %d: the directory naming the new log %d was not synced after it", i, newest)
 				rotations++
 				last = newest
 			}
@@ -90,22 +97,20 @@ var _ = ginkgo.Describe("walSyncer", func() {
 	})
 
 	ginkgo.It("lists the logs again after a write that failed, as memtables may have rotated twice since", func() {
-		var synced []string
-		syncHook = func(p string) { synced = append(synced, p) }
-		ginkgo.DeferCleanup(func() { syncHook = nil })
+		synced := recordSyncs()
 		j, err := Open(dir, Options{})
 		Expect(err).NotTo(HaveOccurred())
 		defer j.Close()
 		ws := j.syncer.(*walSyncer)
 		bdir := filepath.Join(dir, badgerDirName)
 		ctx := context.Background()
-		synced = synced[:0]
+		*synced = (*synced)[:0]
 		Expect(j.Commit(ctx, Entry{Key: []byte("a"), Value: []byte("1")})).To(Succeed())
-		Expect(synced).To(HaveLen(1), "the usual case: the followed log alone")
+		Expect(*synced).To(HaveLen(1), "the usual case: the followed log alone")
 		ws.failedWrite()
-		synced = synced[:0]
+		*synced = (*synced)[:0]
 		Expect(j.Commit(ctx, Entry{Key: []byte("b"), Value: []byte("2")})).To(Succeed())
-		Expect(synced).To(ContainElement(bdir), "the directory was listed and synced")
+		Expect(*synced).To(ContainElement(bdir), "the directory was listed and synced")
 		Expect(ws.rescan).To(BeFalse())
 	})
 
