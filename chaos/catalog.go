@@ -84,21 +84,21 @@ func builtinKinds() []Kind {
 			// Never drawn at random: it ends the process.
 		},
 		{
-			Name: "netdrop", Group: "network", Triggers: anyTrigger, Example: "netdrop@t:36h/2h",
+			Name: "netdrop", Group: "network", Path: PathLink, Severity: 3, MetBy: MetByLink, Triggers: anyTrigger, Example: "netdrop@t:36h/2h",
 			Duration: DurationRequired,
 			Summary:  "reset the agent's live connections to the gateway and refuse new ones for /DURATION",
 			New:      func(Spec) (Fault, error) { return linkFault{op: "drop"}, nil },
 			Draw:     func(rng *rand.Rand, r Reach) (string, time.Duration) { return "", drawDuration(rng, r, 1) },
 		},
 		{
-			Name: "blackhole", Group: "network", Triggers: anyTrigger, Example: "blackhole@t:1d/1h",
+			Name: "blackhole", Group: "network", Path: PathLink, Severity: 2, MetBy: MetByLink, Triggers: anyTrigger, Example: "blackhole@t:1d/1h",
 			Duration: DurationRequired,
 			Summary:  "accept the agent's connections and never answer (each is reset after at most 2s of real time) for /DURATION",
 			New:      func(Spec) (Fault, error) { return linkFault{op: "blackhole"}, nil },
 			Draw:     func(rng *rand.Rand, r Reach) (string, time.Duration) { return "", drawDuration(rng, r, 1) },
 		},
 		{
-			Name: "latency", Group: "network", Triggers: anyTrigger, Example: "latency:200ms+50ms@step:2/1h",
+			Name: "latency", Group: "network", Path: PathLink, Severity: 1, MetBy: MetByLink, Triggers: anyTrigger, Example: "latency:200ms+50ms@step:2/1h",
 			Arg: "delay[+jitter] per response, real time, at most 2s", ArgNeed: true,
 			Duration: DurationRequired,
 			Summary:  "delay every gateway response by the delay plus a seeded jitter, for /DURATION",
@@ -114,7 +114,7 @@ func builtinKinds() []Kind {
 			},
 		},
 		{
-			Name: "llm-429", Group: "llm", Triggers: llmTriggers, DrawTriggers: llmOnly, Example: "llm-429:30s@llm:2",
+			Name: "llm-429", Group: "llm", Path: PathLLM, Severity: 2, MetBy: MetByLLMFollowUp, Triggers: llmTriggers, DrawTriggers: llmOnly, Example: "llm-429:30s@llm:2",
 			Arg:      "the Retry-After to send (default 1s)",
 			Duration: DurationOptional,
 			Summary:  "answer the LLM call with 429 and a Retry-After: the next one, or every one for /DURATION",
@@ -131,18 +131,18 @@ func builtinKinds() []Kind {
 			},
 			Draw: noArg,
 		},
-		llmKind("llm-5xx", LLMServerError, "llm-5xx@llm:1", "answer the LLM call with 503 (the provider failed): the next one, or every one for /DURATION"),
-		llmKind("llm-timeout", LLMTimeout, "llm-timeout@llm:1", "hold the LLM call open (at most 2s of real time), then reset its connection"),
-		llmKind("llm-truncated", LLMTruncated, "llm-truncated@llm:1", "cut the model's answer short (half its text, no tool calls, finish_reason \"length\")"),
-		llmKind("llm-malformed-tool-call", LLMMalformed, "llm-malformed-tool-call@llm:1", "break the JSON of the arguments of the model's first tool call (the agent must answer the model with the error)"),
+		llmKind("llm-5xx", LLMServerError, 2, "llm-5xx@llm:1", "answer the LLM call with 503 (the provider failed): the next one, or every one for /DURATION"),
+		llmKind("llm-timeout", LLMTimeout, 2, "llm-timeout@llm:1", "hold the LLM call open (at most 2s of real time), then reset its connection"),
+		llmKind("llm-truncated", LLMTruncated, 1, "llm-truncated@llm:1", "cut the model's answer short (half its text, no tool calls, finish_reason \"length\")"),
+		llmKind("llm-malformed-tool-call", LLMMalformed, 1, "llm-malformed-tool-call@llm:1", "break the JSON of the arguments of the model's first tool call (the agent must answer the model with the error)"),
 		{
-			Name: "disconnect", Group: "network", Triggers: anyTrigger, Example: "disconnect@t:1d/2h",
+			Name: "disconnect", Group: "network", NeedsNetwork: true, Triggers: anyTrigger, Example: "disconnect@t:1d/2h",
 			Duration: DurationRequired,
 			Summary:  "detach the agent's container from its sandbox network (a scenario with sandbox.network: internal) through the Docker network API for /DURATION; the gateway link is not affected",
 			New:      func(Spec) (Fault, error) { return disconnectFault{}, nil },
 		},
 		{
-			Name: "api-version", Group: "world", DrawTriggers: effectOnly, DefaultPhase: PhaseBefore, Triggers: onceTriggers, Example: "api-version:v2@t:4d",
+			Name: "api-version", Group: "world", MetBy: MetByLaterEffect, DrawTriggers: effectOnly, DefaultPhase: PhaseBefore, Triggers: onceTriggers, Example: "api-version:v2@t:4d",
 			Arg: "the world API version to switch to", ArgNeed: true,
 			Duration: DurationOptional,
 			Summary:  "the world's API moves to another version (renamed fields, removed endpoints answering 410, new required fields, changed auth); with /DURATION it moves back",
@@ -150,7 +150,7 @@ func builtinKinds() []Kind {
 			Draw:     func(*rand.Rand, Reach) (string, time.Duration) { return "v2", 0 },
 		},
 		{
-			Name: "effect-5xx", Group: "world", DrawTriggers: effectOnly, Triggers: anyTrigger, Example: "effect-5xx@effect:2",
+			Name: "effect-5xx", Group: "world", Path: PathEffect, Severity: 2, MetBy: MetByEffectHit, DrawTriggers: effectOnly, Triggers: anyTrigger, Example: "effect-5xx@effect:2",
 			Duration:     DurationOptional,
 			DefaultPhase: PhaseBefore,
 			Summary:      "answer effects with a transient 503 before they reach the world: the next one, or every one for /DURATION",
@@ -160,7 +160,7 @@ func builtinKinds() []Kind {
 			Draw: noArg,
 		},
 		{
-			Name: "effect-slow", Group: "world", DrawTriggers: effectOnly, Triggers: anyTrigger, Example: "effect-slow:1s@effect:3",
+			Name: "effect-slow", Group: "world", Path: PathEffect, Severity: 1, MetBy: MetByEffectHit, DrawTriggers: effectOnly, Triggers: anyTrigger, Example: "effect-slow:1s@effect:3",
 			Arg: "how long to hold the effect, real time, at most 5s", ArgNeed: true,
 			Duration:     DurationOptional,
 			DefaultPhase: PhaseBefore,
@@ -322,9 +322,10 @@ func (disconnectFault) Undo(ctx context.Context, t Target) error   { return t.Re
 
 // llmKind is an LLM fault that only sets a toxic on the LLM path: for the
 // next call, or for every call of a /DURATION.
-func llmKind(name, toxic, example, summary string) Kind {
+func llmKind(name, toxic string, severity int, example, summary string) Kind {
 	return Kind{
 		Name: name, Group: "llm", Triggers: llmTriggers, DrawTriggers: llmOnly, Example: example,
+		Path: PathLLM, Severity: severity, MetBy: MetByLLMFollowUp,
 		Duration: DurationOptional, Summary: summary, Draw: noArg,
 		New: func(s Spec) (Fault, error) {
 			return llmFault{toxic: LLMToxic{Kind: toxic, Once: s.Duration == 0}}, nil

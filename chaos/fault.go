@@ -156,6 +156,19 @@ type Kind struct {
 	// DefaultPhase is where an effect:N trigger without a phase lands for
 	// this kind (see Phase).
 	DefaultPhase Phase `json:"-"`
+	// Path is what a lasting fault of the kind acts on, when that path
+	// holds one state at a time (PathLink, PathEffect, PathLLM); "" when
+	// faults of the kind do not stack.
+	Path string `json:"path,omitempty"`
+	// Severity ranks faults on one Path: the most severe active one acts
+	// (an outage makes latency moot; a 5xx makes slowness moot).
+	Severity int `json:"severity,omitempty"`
+	// MetBy says what shows that the agent really met a fault of the kind.
+	MetBy MetBy `json:"met_by"`
+	// NeedsNetwork marks kinds that act on the sandbox network a scenario
+	// gives its agent (sandbox: {network: internal}); a run of a scenario
+	// without one refuses them before it starts.
+	NeedsNetwork bool `json:"needs_network,omitempty"`
 	// New builds one fault from a spec already checked against the fields
 	// above; it parses and checks ARG.
 	New func(Spec) (Fault, error) `json:"-"`

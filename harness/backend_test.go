@@ -15,9 +15,10 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/overnight-dev/overnight/harness/gateway"
-	"github.com/overnight-dev/overnight/harness/protocol"
+	"github.com/overnight-dev/overnight/harness/history"
 	"github.com/overnight-dev/overnight/sandbox"
 	"github.com/overnight-dev/overnight/sandbox/agent"
+	"github.com/overnight-dev/overnight/sandbox/protocol"
 	"github.com/overnight-dev/overnight/scenarios"
 	"github.com/overnight-dev/overnight/scenarios/cloud"
 	"github.com/overnight-dev/overnight/scenarios/world"
@@ -93,7 +94,7 @@ func serveGateway(r *run) (sock string, stop func(), err error) {
 }
 
 func (lr *liveRun) attempt() string {
-	n := len(lr.r.attempts) + 1
+	n := len(lr.r.sup.list) + 1
 	token, err := lr.r.beginAttempt(context.Background(), n)
 	Expect(err).NotTo(HaveOccurred())
 	return token
@@ -215,7 +216,7 @@ var _ = Describe("the gateway with the real backend, journal and world", func() 
 		_, err = c.EffectWithKey(ctx, "step-1/0", cloud.KindCreateNetwork, map[string]string{"name": "other"})
 		Expect(err).To(MatchError(agent.ErrKeyReused))
 		Expect(lr.ledger()).To(HaveLen(1))
-		Expect(lr.r.effects["k/step-1/0"].Replays).To(Equal(1))
+		Expect(lr.r.fx.effects["k/step-1/0"].Replays).To(Equal(1))
 	})
 
 	It("replays a permanent refusal, but runs a transient failure again", func() {
@@ -233,7 +234,7 @@ var _ = Describe("the gateway with the real backend, journal and world", func() 
 
 		// A transient failure on record is not final: the same key runs again.
 		lr.r.mu.Lock()
-		lr.r.effects["k/k1"].Error.Transient = true
+		lr.r.fx.effects["k/k1"].Error.Transient = true
 		lr.r.mu.Unlock()
 		res, err = c.EffectWithKey(ctx, "k1", cloud.KindCreateDatabase, bad)
 		Expect(err).NotTo(HaveOccurred())
@@ -284,7 +285,7 @@ var _ = Describe("the gateway with the real backend, journal and world", func() 
 		Expect(now).To(Equal(VirtualEpoch.Add(36*time.Hour)), "time never goes back")
 		_, err = c.Sleep(ctx, 30*24*time.Hour)
 		Expect(err).To(MatchError(ContainSubstring("virtual horizon")), "a sleep past the horizon ends at it, and the run takes nothing more")
-		Eventually(lr.r.horizonCh).Should(BeClosed())
+		Eventually(lr.r.clock.horizonCh).Should(BeClosed())
 		now, err = c.Now(ctx)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(now).To(Equal(VirtualEpoch.Add(10 * 24 * time.Hour)))
@@ -309,8 +310,8 @@ var _ = Describe("the gateway with the real backend, journal and world", func() 
 
 		lr2 := startLiveRun(state, id)
 		Expect(lr2.r.cp.Step).To(Equal(1))
-		Expect(lr2.r.clock).To(Equal(VirtualEpoch.Add(time.Hour)))
-		events, err := scan[EventRecord](lr2.h.j, runPrefix(prefixEvent, id))
+		Expect(lr2.r.clock.now).To(Equal(VirtualEpoch.Add(time.Hour)))
+		events, err := lr2.h.history.Events(id)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(events).To(ContainElement(HaveField("Message", "one")))
 		// The old attempt's token is known and fenced; a new attempt replays.
@@ -330,20 +331,20 @@ var _ = Describe("the gateway with the real backend, journal and world", func() 
 		// The harness died after the world executed "k-done" but before the
 		// result was journaled; "k-never" died before the world saw it.
 		for _, k := range []string{"k-done", "k-never"} {
-			lr.r.effectOrder++
+			lr.r.fx.order++
 			args := json.RawMessage(`{"name":"` + k + `"}`)
-			rec := &EffectRecord{ID: keyedID(k), Key: k, Order: lr.r.effectOrder, Kind: cloud.KindCreateNetwork, Args: args,
-				ArgsHash: hashHex(append([]byte(cloud.KindCreateNetwork+"\x00"), args...)), Status: effectIntent, Attempt: 1}
-			Expect(put(ctx, lr.h.j, effectKey(id, keyedID(k)), rec)).To(Succeed())
+			rec := &history.EffectRecord{ID: history.KeyedID(k), Key: k, Order: lr.r.fx.order, Kind: cloud.KindCreateNetwork, Args: args,
+				ArgsHash: hashHex(append([]byte(cloud.KindCreateNetwork+"\x00"), args...)), Status: history.EffectIntent, Attempt: 1}
+			Expect(lr.h.w.Put(ctx, history.EffectEntry(id, rec))).To(Succeed())
 		}
-		_, err := lr.r.world.Execute(ctx, world.Request{Key: keyedID("k-done"), Kind: cloud.KindCreateNetwork, Args: json.RawMessage(`{"name":"k-done"}`)})
+		_, err := lr.r.world.Execute(ctx, world.Request{Key: history.KeyedID("k-done"), Kind: cloud.KindCreateNetwork, Args: json.RawMessage(`{"name":"k-done"}`)})
 		Expect(err).NotTo(HaveOccurred())
 		lr.stop()
 
 		lr2 := startLiveRun(state, id)
-		Expect(lr2.r.effects["k/k-done"].Status).To(Equal(protocol.StatusDone))
-		Expect(lr2.r.effects["k/k-done"].Reconciled).To(BeTrue())
-		Expect(lr2.r.effects["k/k-never"].Error.Code).To(Equal("not_executed"))
+		Expect(lr2.r.fx.effects["k/k-done"].Status).To(Equal(protocol.StatusDone))
+		Expect(lr2.r.fx.effects["k/k-done"].Reconciled).To(BeTrue())
+		Expect(lr2.r.fx.effects["k/k-never"].Error.Code).To(Equal("not_executed"))
 		c := lr2.sdk(lr2.attempt())
 		res, err := c.EffectWithKey(ctx, "k-done", cloud.KindCreateNetwork, map[string]string{"name": "k-done"})
 		Expect(err).NotTo(HaveOccurred())

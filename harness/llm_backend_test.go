@@ -20,7 +20,7 @@ import (
 	lcopenai "github.com/tmc/langchaingo/llms/openai"
 
 	"github.com/overnight-dev/overnight/chaos"
-	"github.com/overnight-dev/overnight/harness/protocol"
+	"github.com/overnight-dev/overnight/sandbox/protocol"
 	"github.com/overnight-dev/overnight/scenarios"
 )
 
@@ -71,7 +71,7 @@ func (lr *liveRun) openai(token string) openaigo.Client {
 }
 
 func (lr *liveRun) exchanges() []LLMRecord {
-	recs, err := scan[LLMRecord](lr.h.j, runPrefix(prefixLLM, lr.r.rec.ID))
+	recs, err := lr.h.history.LLM(lr.r.rec.ID)
 	Expect(err).NotTo(HaveOccurred())
 	return recs
 }
@@ -194,7 +194,7 @@ var _ = Describe("the LLM endpoint with real OpenAI clients", func() {
 		Expect(apiErr.Code).To(Equal(protocol.CodeBudget))
 		Expect(apiErr.StatusCode).To(Equal(429))
 		Eventually(lr.r.llm.limitCh).Should(BeClosed())
-		Expect(lr.r.llmExceeded()).To(ContainSubstring("2 calls spent"))
+		Expect(lr.r.llm.ending()).To(ContainSubstring("2 calls spent"))
 	})
 
 	It("routes to a real provider configured from the harness's environment, whose key never leaves the harness", func() {
@@ -319,7 +319,7 @@ var _ = Describe("the LLM path's record, replay, budgets and faults (review)", f
 		tok := lr.attempt()
 		_, err := chat(lr, tok, "hi")
 		Expect(err).NotTo(HaveOccurred(), "the SDK waits out the 429 and asks again")
-		Expect(lr.r.clock).To(Equal(VirtualEpoch.Add(20*time.Second)), "Retry-After is waited in virtual time")
+		Expect(lr.r.clock.now).To(Equal(VirtualEpoch.Add(20*time.Second)), "Retry-After is waited in virtual time")
 		orig := lr.r.llm.totals
 		Expect(orig.CostUSD).To(BeNumerically(">", 0))
 		recorded := lr.r.rec.ID
@@ -328,7 +328,7 @@ var _ = Describe("the LLM path's record, replay, budgets and faults (review)", f
 		rp := startLLMRun(state, llmScenario, Options{}, RunRequest{LLM: "replay:" + recorded})
 		_, err = chat(rp, rp.attempt(), "hi")
 		Expect(err).NotTo(HaveOccurred())
-		Expect(rp.r.clock).To(Equal(VirtualEpoch.Add(20*time.Second)), "the replayed 429 carries the same Retry-After")
+		Expect(rp.r.clock.now).To(Equal(VirtualEpoch.Add(20*time.Second)), "the replayed 429 carries the same Retry-After")
 		got := rp.r.llm.totals
 		Expect(got.Provider).To(Equal("openai"))
 		Expect(got.Model).To(Equal("gpt-4o-mini"))
@@ -373,7 +373,9 @@ var _ = Describe("the LLM path's record, replay, budgets and faults (review)", f
 		_, err := raw.Chat.Completions.New(ctx, openaigo.ChatCompletionNewParams{Model: "x",
 			Messages: []openaigo.ChatCompletionMessageParamUnion{openaigo.UserMessage("hi")}})
 		Expect(err).To(HaveOccurred())
-		recs := lr.r.judgeMet(ctx)
+		lr.r.mu.Lock()
+		recs := lr.r.faults.settle(ctx)
+		lr.r.mu.Unlock()
 		Expect(recs[0].Met).To(BeFalse())
 		Expect(recs[0].MetDetail).To(ContainSubstring("never called again after waiting Retry-After"))
 
@@ -381,12 +383,12 @@ var _ = Describe("the LLM path's record, replay, budgets and faults (review)", f
 		_, err = raw.Chat.Completions.New(ctx, openaigo.ChatCompletionNewParams{Model: "x",
 			Messages: []openaigo.ChatCompletionMessageParamUnion{openaigo.UserMessage("hi")}})
 		Expect(err).NotTo(HaveOccurred())
-		Expect(lr.r.faults[0].rec.Met).To(BeFalse())
+		Expect(lr.r.faults.faults[0].rec.Met).To(BeFalse())
 		// The SDK waits it out in virtual time: call 3 gets the 5xx, call 4 meets both.
 		_, err = chat(lr, tok, "hi")
 		Expect(err).NotTo(HaveOccurred())
-		Expect(lr.r.faults[0].rec.Met).To(BeTrue(), lr.r.faults[0].rec.MetDetail)
-		Expect(lr.r.faults[1].rec.Met).To(BeTrue(), lr.r.faults[1].rec.MetDetail)
+		Expect(lr.r.faults.faults[0].rec.Met).To(BeTrue(), lr.r.faults.faults[0].rec.MetDetail)
+		Expect(lr.r.faults.faults[1].rec.Met).To(BeTrue(), lr.r.faults.faults[1].rec.MetDetail)
 	})
 
 	It("tells OpenAI clients not to retry what a retry cannot fix, so a divergence is reported at its first difference", func() {
@@ -406,8 +408,8 @@ var _ = Describe("the LLM path's record, replay, budgets and faults (review)", f
 		Expect(apiErr.Message).To(ContainSubstring("message 0 differs"))
 		Expect(div.exchanges()).To(HaveLen(1), "asked once, not retried")
 		Eventually(div.r.llm.limitCh).Should(BeClosed(), "a diverged replay ends the run")
-		Expect(div.r.llmEnd().verdict).To(Equal(VerdictUnknown))
-		events, err := scan[EventRecord](div.h.j, runPrefix(prefixEvent, div.r.rec.ID))
+		Expect(div.r.llm.end().verdict).To(Equal(VerdictUnknown))
+		events, err := div.h.history.Events(div.r.rec.ID)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(events).To(ContainElement(HaveField("Type", "harness.divergence")))
 	})

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/overnight-dev/overnight/harness/protocol"
 	"github.com/overnight-dev/overnight/sandbox/agent"
+	"github.com/overnight-dev/overnight/sandbox/protocol"
 	"github.com/overnight-dev/overnight/scenarios"
 )
 
@@ -116,14 +116,14 @@ func BenchmarkLLMOverhead(b *testing.B) {
 		return time.Since(start)
 	}
 	var viaGateway, viaDirect []time.Duration
-	before := lb.run.j.Stats()
+	before := lb.run.h.j.Stats()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		viaDirect = append(viaDirect, call(direct, provider.URL+"/v1/chat/completions", "sk-bench"))
 		viaGateway = append(viaGateway, call(lb.raw, "http://gateway/v1/llm/chat/completions", lb.token))
 	}
 	b.StopTimer()
-	after := lb.run.j.Stats()
+	after := lb.run.h.j.Stats()
 	lb.run.mu.Lock()
 	got := lb.run.llm.totals.Calls
 	lb.run.mu.Unlock()

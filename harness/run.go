@@ -14,8 +14,8 @@ import (
 
 	"github.com/overnight-dev/overnight/chaos"
 	"github.com/overnight-dev/overnight/harness/gateway"
-	"github.com/overnight-dev/overnight/harness/journal"
-	"github.com/overnight-dev/overnight/harness/protocol"
+	"github.com/overnight-dev/overnight/harness/history"
+	"github.com/overnight-dev/overnight/sandbox/protocol"
 	"github.com/overnight-dev/overnight/scenarios"
 	"github.com/overnight-dev/overnight/scenarios/world"
 )
@@ -24,68 +24,77 @@ import (
 // record; larger states go to a blob referenced by hash.
 const inlineStateLimit = 64 << 10
 
-// run is one live run: the gateway's backend and the supervisor's state.
+// run is one live run: the gateway's backend, and the hub that wires its
+// owned parts together. Each part keeps its own state and reaches the rest
+// of the run through a narrow interface the run implements:
+//
+//	clock      virtualClock   clock.go      virtual time, the horizon, the idle jump
+//	faults     faultEngine    faults.go     fire, heal, stacking, evidence of "met"
+//	fx         effectPath     effects.go    intent → faults → gate → toxic → world → result
+//	sup        attempts       supervisor.go attempts, tokens, containers, the next attempt
+//	llm        llmPath        llmpath.go    the OpenAI-compatible endpoint, budget, recording
+//	(judge)                   judge.go      the verdict, from history and the invariant registry
+//
 // Everything an agent can change is guarded by mu and written durably
-// before the agent hears about it.
+// before the agent hears about it. No call to the Docker engine is made
+// while mu is held: the parts queue engine work (see afterUnlock), and unlock
+// makes it once mu is released, before the request that caused it is
+// answered.
 type run struct {
 	h     *Harness
-	j     *journal.Journal
+	w     *history.Writer
 	log   *slog.Logger
 	scen  *scenarios.Scenario
 	world world.World
 	task  json.RawMessage
+	hooks Hooks
 
-	mu          sync.Mutex
-	rec         RunRecord
-	attempts    []AttemptRecord
-	current     int            // the attempt allowed to write
-	tokens      map[string]int // sha256(token) -> attempt
-	container   string         // current attempt's container id
-	killedBy    map[int]string // attempt -> fault that killed it
-	cp          CheckpointRecord
-	effects     map[string]*EffectRecord
-	effectOrder int64
-	unkeyed     int
-	eventSeq    int64
-	clock       time.Time
-	horizon     time.Time
-	done        *DoneRecord
-	doneCh      chan struct{} // closed once done is durable
-	horizonCh   chan struct{} // closed when the virtual horizon is reached
-	faults      []*faultState
-	ended       bool
+	mu      sync.Mutex
+	pending []func() // engine work queued under mu (see afterUnlock)
+	rec     history.RunRecord
+	ended   bool
+	cp      history.CheckpointRecord
+	events  int64 // the last event's seq
+	done    *history.DoneRecord
+	doneCh  chan struct{} // closed once done is durable
 
-	// Faults and the discrete-event clock.
-	link         *chaos.Link       // the agent's link to the gateway
-	firing       *faultState       // the fault being injected, for the Target's evidence
-	intents      int               // effect intents journaled so far (the effect:N trigger counts them)
-	toxic        chaos.EffectToxic // the effect path's active toxic
-	toxicFault   *faultState       // the fault that set it
-	inflight     int               // agent requests in flight
-	lastActivity time.Time         // when one last started or finished
-	seen         map[int]bool      // attempts that have made a request
-	downUntil    time.Time         // a stop fault's down window: no attempt before it
-	paused       string            // the container a pause fault froze
-	killIssued   map[int]time.Time // when a fault's kill or stop was issued, per attempt
+	clock  virtualClock
+	faults faultEngine
+	fx     effectPath
+	sup    attempts
+	llm    *llmPath // nil: the run serves no model
 
+	link    *chaos.Link // the agent's link to the gateway (nil until driven)
+	network string      // the sandbox network of the run ("": none)
 	// Held replies (see HoldReply), under holdMu alone: a reply never waits
 	// for mu.
 	holdMu   sync.Mutex
-	dying    map[int]time.Time        // attempts a process fault signalled -> how long their replies are held at most
-	dead     map[int]chan struct{}    // per attempt, closed once its container is seen dead (or never ran)
-	stopCh   chan struct{}            // closed when the run ends: background fault work stops
-	removals sync.WaitGroup           // dead containers being removed in the background
-	llm      *llmState                // the LLM path: model, recording, budget
-	stacks   map[string][]*faultState // active faults per target (link, effect, llm), newest last
-	network  string                   // the sandbox network of the run ("": none)
-	starting string                   // the current attempt's container, created, maybe not yet running
-	detached string                   // the container a disconnect fault detached
+	dying    map[int]time.Time     // attempts a process fault signalled -> how long their replies are held at most
+	dead     map[int]chan struct{} // per attempt, closed once its container is seen dead (or never ran)
+	stopCh   chan struct{}         // closed when the run ends: background fault work stops
+	removals sync.WaitGroup        // dead containers being removed in the background
 }
 
 var (
-	_ gateway.Backend = (*run)(nil)
-	_ gateway.Holder  = (*run)(nil)
+	_ gateway.Backend  = (*run)(nil)
+	_ gateway.Holder   = (*run)(nil)
+	_ gateway.Observer = (*run)(nil)
 )
+
+// afterUnlock queues engine work to be done once mu is released; mu must be
+// held. The work runs in the goroutine that releases mu, in order, before
+// that goroutine answers anyone.
+func (r *run) afterUnlock(op func()) { r.pending = append(r.pending, op) }
+
+// unlock releases mu, then does the engine work queued under it.
+func (r *run) unlock() {
+	ops := r.pending
+	r.pending = nil
+	r.mu.Unlock()
+	for _, op := range ops {
+		op()
+	}
+}
 
 func hashHex(b []byte) string {
 	s := sha256.Sum256(b)
@@ -113,24 +122,22 @@ func canonicalJSON(raw json.RawMessage) (json.RawMessage, error) {
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
+// put writes entries durably (one commit).
+func (r *run) put(ctx context.Context, entries ...history.Entry) error {
+	return r.w.Put(ctx, entries...)
+}
+
 // Authenticate implements gateway.Backend.
 func (r *run) Authenticate(token string) (gateway.Caller, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	n, ok := r.tokens[hashHex([]byte(token))]
-	if ok {
-		r.seen[n] = true
-		if n == r.current && r.container == "" && r.starting != "" {
-			// A request from the attempt proves its container runs, even if
-			// the supervisor has not yet noted that Start returned.
-			r.container = r.starting
-		}
-	}
+	n, ok := r.sup.authenticate(token)
 	return gateway.Caller{Attempt: n}, ok
 }
 
 // acting checks, under mu, that c may act: write checkpoints, run effects,
-// move the clock. Once the agent has reported done it may not.
+// move the clock, call the model. Once the agent has reported done it may
+// not.
 func (r *run) acting(c gateway.Caller) error {
 	if err := r.writable(c); err != nil {
 		return err
@@ -139,17 +146,11 @@ func (r *run) acting(c gateway.Caller) error {
 		return gateway.Errorf(http.StatusConflict, protocol.CodeRunEnded,
 			"the agent reported done (%s) in attempt %d; no more effects, checkpoints or sleeps are accepted", r.done.Outcome, r.done.Attempt)
 	}
-	select {
-	case <-r.horizonCh:
+	if r.clock.reached() {
 		return gateway.Errorf(http.StatusConflict, protocol.CodeRunEnded,
-			"run %s reached its virtual horizon (%s): no more effects, checkpoints or sleeps are accepted", r.rec.ID, r.horizon.Sub(r.rec.VirtualStart))
-	default:
+			"run %s reached its virtual horizon (%s): no more effects, checkpoints or sleeps are accepted", r.rec.ID, r.clock.span())
 	}
-	if l := r.llm; l != nil && (l.exceeded != "" || l.diverged != "") {
-		why := l.exceeded
-		if why == "" {
-			why = l.diverged
-		}
+	if why := r.llm.ending(); why != "" {
 		return gateway.Errorf(http.StatusConflict, protocol.CodeRunEnded, "run %s is ending: %s", r.rec.ID, why)
 	}
 	return nil
@@ -160,15 +161,7 @@ func (r *run) writable(c gateway.Caller) error {
 	if r.ended {
 		return gateway.Errorf(http.StatusConflict, protocol.CodeRunEnded, "run %s has ended; nothing more is accepted", r.rec.ID)
 	}
-	if r.current == 0 {
-		return gateway.Errorf(http.StatusConflict, protocol.CodeFenced,
-			"attempt %d's token is fenced: run %s was reloaded and no attempt owns it until the next one starts", c.Attempt, r.rec.ID)
-	}
-	if c.Attempt != r.current {
-		return gateway.Errorf(http.StatusConflict, protocol.CodeFenced,
-			"this token belongs to attempt %d, but attempt %d owns run %s now: stop", c.Attempt, r.current, r.rec.ID)
-	}
-	return nil
+	return r.sup.owns(r.rec.ID, c.Attempt)
 }
 
 // RunInfo implements gateway.Backend.
@@ -177,7 +170,7 @@ func (r *run) RunInfo(ctx context.Context, c gateway.Caller) (protocol.RunInfo, 
 	defer r.mu.Unlock()
 	return protocol.RunInfo{
 		RunID: r.rec.ID, Attempt: c.Attempt, Scenario: r.rec.Scenario,
-		Task: r.task, Lessons: []protocol.Lesson{}, Now: r.clock,
+		Task: r.task, Lessons: r.sup.lessonsOf(c.Attempt), Now: r.clock.now,
 	}, nil
 }
 
@@ -185,31 +178,13 @@ func (r *run) RunInfo(ctx context.Context, c gateway.Caller) (protocol.RunInfo, 
 func (r *run) Checkpoint(ctx context.Context, c gateway.Caller) (protocol.Checkpoint, error) {
 	r.mu.Lock()
 	cp := r.cp
-	if c.Attempt >= 1 && c.Attempt <= len(r.attempts) && r.attempts[c.Attempt-1].FirstResumedAt.IsZero() {
-		// Timing only (for the recovery benchmark): recorded with the
-		// attempt's end, not synced on its own.
-		r.attempts[c.Attempt-1].FirstResumedAt = time.Now().UTC()
-	}
+	r.sup.resumed(c.Attempt)
 	r.mu.Unlock()
-	state, err := r.checkpointState(cp)
+	state, err := r.h.history.CheckpointState(cp)
 	if err != nil {
 		return protocol.Checkpoint{}, err
 	}
 	return protocol.Checkpoint{Seq: cp.Seq, Step: cp.Step, State: state}, nil
-}
-
-func (r *run) checkpointState(cp CheckpointRecord) (json.RawMessage, error) {
-	if cp.Seq == 0 {
-		return json.RawMessage("null"), nil
-	}
-	if cp.StateBlob != "" {
-		b, err := r.j.Blob(cp.StateBlob)
-		if err != nil {
-			return nil, fmt.Errorf("read state of checkpoint %d: %w", cp.Seq, err)
-		}
-		return b, nil
-	}
-	return cp.State, nil
 }
 
 // PutCheckpoint implements gateway.Backend. The checkpoint is durable
@@ -225,7 +200,7 @@ func (r *run) PutCheckpoint(ctx context.Context, c gateway.Caller, req protocol.
 	stateHash := hashHex(state)
 
 	r.mu.Lock()
-	defer r.mu.Unlock()
+	defer r.unlock()
 	if err := r.acting(c); err != nil {
 		return protocol.CheckpointAck{}, err
 	}
@@ -237,9 +212,13 @@ func (r *run) PutCheckpoint(ctx context.Context, c gateway.Caller, req protocol.
 		return protocol.CheckpointAck{}, gateway.Errorf(http.StatusConflict, protocol.CodeConflict,
 			"expect_seq %d, but the last checkpoint is seq %d (step %d): read it again with GET /v1/checkpoint", *req.ExpectSeq, last.Seq, last.Step)
 	}
-	rec := CheckpointRecord{Seq: last.Seq + 1, Step: req.Step, StateHash: stateHash, Attempt: c.Attempt, ExpectSeq: req.ExpectSeq, Virtual: r.clock}
+	rec := history.CheckpointRecord{Seq: last.Seq + 1, Step: req.Step, StateHash: stateHash, Attempt: c.Attempt, ExpectSeq: req.ExpectSeq, Virtual: r.clock.now,
+		Intents: r.fx.intents, LLMCalls: r.llm.callCount()}
+	if seq, err := world.LedgerSeq(ctx, r.world); err == nil {
+		rec.WorldSeq = seq
+	}
 	if len(state) > inlineStateLimit {
-		h, err := r.j.PutBlob(ctx, state)
+		h, err := r.w.PutBlob(ctx, state)
 		if err != nil {
 			return protocol.CheckpointAck{}, fmt.Errorf("store checkpoint state: %w", err)
 		}
@@ -247,11 +226,11 @@ func (r *run) PutCheckpoint(ctx context.Context, c gateway.Caller, req protocol.
 	} else {
 		rec.State = state
 	}
-	if err := put(ctx, r.j, checkpointKey(r.rec.ID, rec.Seq), rec); err != nil {
+	if err := r.put(ctx, history.CheckpointEntry(r.rec.ID, rec)); err != nil {
 		return protocol.CheckpointAck{}, fmt.Errorf("store checkpoint %d: %w", rec.Seq, err)
 	}
 	r.cp = rec
-	r.fireStep(ctx, req.Step)
+	r.faults.fireStep(ctx, req.Step)
 	return protocol.CheckpointAck{Seq: rec.Seq}, nil
 }
 
@@ -262,127 +241,16 @@ func sameSeq(a, b *int64) bool {
 	return *a == *b
 }
 
-// Effect implements gateway.Backend: intent, gate, execute once per key,
-// result — each durable before the next.
+// Effect implements gateway.Backend: see effectPath.
 func (r *run) Effect(ctx context.Context, c gateway.Caller, req protocol.EffectRequest) (protocol.EffectResult, error) {
-	ctx = context.WithoutCancel(ctx)
-	args, err := canonicalJSON(req.Args)
-	if err != nil {
-		return protocol.EffectResult{}, gateway.Errorf(http.StatusBadRequest, protocol.CodeBadRequest, "effect args: %v", err)
-	}
-	if len(args) > gateway.MaxEffectArgsBytes {
-		return protocol.EffectResult{}, gateway.Errorf(http.StatusRequestEntityTooLarge, protocol.CodeTooLarge,
-			"effect args are %d bytes; at most %d", len(args), gateway.MaxEffectArgsBytes)
-	}
-	argsHash := hashHex(append([]byte(req.Kind+"\x00"), args...))
-
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if err := r.acting(c); err != nil {
-		return protocol.EffectResult{}, err
-	}
-	var id string
-	if req.Key == "" {
-		r.unkeyed++
-		id = unkeyedID(r.unkeyed)
-	} else {
-		id = keyedID(req.Key)
-	}
-	rec := r.effects[id]
-	if rec != nil {
-		if rec.ArgsHash != argsHash {
-			return protocol.EffectResult{}, gateway.Errorf(http.StatusConflict, protocol.CodeKeyReused,
-				"key %q was used for %s with other arguments; a corrected request is a new effect with a new key", req.Key, rec.Kind)
-		}
-		if !rec.final() {
-			if err := r.reconcile(ctx, rec); err != nil {
-				return protocol.EffectResult{}, err
-			}
-		}
-		if rec.final() {
-			rec.Replays++
-			if err := put(ctx, r.j, effectKey(r.rec.ID, id), rec); err != nil {
-				return protocol.EffectResult{}, fmt.Errorf("record replay of effect %q: %w", req.Key, err)
-			}
-			return protocol.EffectResult{Key: req.Key, Status: rec.Status, Result: rec.Result, Error: rec.Error, Replayed: true}, nil
-		}
-	} else {
-		r.effectOrder++
-		rec = &EffectRecord{ID: id, Key: req.Key, Order: r.effectOrder, Kind: req.Kind, Args: args, ArgsHash: argsHash, Unkeyed: req.Key == ""}
-	}
-	rec.Status, rec.Result, rec.Error = effectIntent, nil, nil
-	rec.Attempt, rec.Virtual = c.Attempt, r.clock
-	rec.Intents++
-	if err := put(ctx, r.j, effectKey(r.rec.ID, id), rec); err != nil {
-		return protocol.EffectResult{}, fmt.Errorf("journal intent of effect %s: %w", effectLabel(id), err)
-	}
-	r.effects[id] = rec
-	r.intents++
-	n := r.intents
-	// Effect-triggered faults land at the same point every time: after the
-	// intent (before), after the world acted (mid), after the result
-	// (after) — always before the reply.
-	r.fireEffect(ctx, n, chaos.PhaseBefore)
-
-	// The gate: every effect is allowed in this version (the reflection
-	// loop adds holds and denials). Then the effect path's toxics.
-	var out world.Outcome
-	if failed := r.applyToxic(); failed != nil {
-		out = *failed
-	} else {
-		out, err = r.world.Execute(ctx, world.Request{Key: id, Kind: req.Kind, Args: args, Now: r.clock})
-		rec.Executions++
-		if err != nil {
-			rec.Status = protocol.StatusUnknown
-			rec.Error = &protocol.EffectError{Code: "unknown", Message: err.Error(), Status: http.StatusInternalServerError, Transient: true}
-			_ = put(ctx, r.j, effectKey(r.rec.ID, id), rec)
-			return protocol.EffectResult{Key: req.Key, Status: rec.Status, Error: rec.Error}, nil
-		}
-	}
-	r.fireEffect(ctx, n, chaos.PhaseMid)
-	rec.Status, rec.Result, rec.Error = out.Status, out.Result, out.Error
-	if err := put(ctx, r.j, effectKey(r.rec.ID, id), rec); err != nil {
-		return protocol.EffectResult{}, fmt.Errorf("journal result of effect %s: %w", effectLabel(id), err)
-	}
-	r.fireEffect(ctx, n, chaos.PhaseAfter)
-	return protocol.EffectResult{Key: req.Key, Status: rec.Status, Result: rec.Result, Error: rec.Error}, nil
-}
-
-// reconcile resolves an effect in doubt (an intent without a result, or
-// unknown) by asking the world whether it received the key.
-func (r *run) reconcile(ctx context.Context, rec *EffectRecord) error {
-	if rec.Status != effectIntent && rec.Status != protocol.StatusUnknown {
-		return nil
-	}
-	out, found, err := r.world.Lookup(ctx, rec.ID)
-	if err != nil {
-		return fmt.Errorf("reconcile effect %s with the world: %w", effectLabel(rec.ID), err)
-	}
-	rec.Reconciled = true
-	if found {
-		// The world acted on this intent; the harness died before it could
-		// count that.
-		if rec.Executions < rec.Intents {
-			rec.Executions++
-		}
-		rec.Status, rec.Result, rec.Error = out.Status, out.Result, out.Error
-	} else {
-		rec.Status, rec.Result = protocol.StatusFailed, nil
-		rec.Error = &protocol.EffectError{Code: "not_executed", Status: http.StatusServiceUnavailable, Transient: true,
-			Message: "the world never received this effect (the harness stopped before executing it); retrying with the same key runs it"}
-	}
-	if err := put(ctx, r.j, effectKey(r.rec.ID, rec.ID), rec); err != nil {
-		return fmt.Errorf("record reconciliation of effect %s: %w", effectLabel(rec.ID), err)
-	}
-	_ = r.appendEventLocked(ctx, "harness.reconcile", fmt.Sprintf("effect %s reconciled: %s", effectLabel(rec.ID), rec.Status), nil)
-	return nil
+	return r.fx.do(ctx, c, req)
 }
 
 // Clock implements gateway.Backend.
 func (r *run) Clock(ctx context.Context, c gateway.Caller) (protocol.Clock, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return protocol.Clock{Now: r.clock}, nil
+	return protocol.Clock{Now: r.clock.now}, nil
 }
 
 // Sleep implements gateway.Backend: virtual time moves to the wake time at
@@ -393,7 +261,7 @@ func (r *run) Sleep(ctx context.Context, c gateway.Caller, req protocol.SleepReq
 	reqCtx := ctx
 	ctx = context.WithoutCancel(ctx)
 	r.mu.Lock()
-	defer r.mu.Unlock()
+	defer r.unlock()
 	if err := r.acting(c); err != nil {
 		return protocol.Clock{}, err
 	}
@@ -401,27 +269,25 @@ func (r *run) Sleep(ctx context.Context, c gateway.Caller, req protocol.SleepReq
 	if req.Until != nil {
 		target = req.Until.UTC()
 	} else {
-		target = r.clock.Add(time.Duration(*req.Seconds * float64(time.Second)))
+		target = r.clock.now.Add(time.Duration(*req.Seconds * float64(time.Second)))
 	}
-	if !target.After(r.clock) {
-		return protocol.Clock{Now: r.clock}, nil
+	if !target.After(r.clock.now) {
+		return protocol.Clock{Now: r.clock.now}, nil
 	}
 	stop := func() bool {
-		_, killed := r.killedBy[c.Attempt]
-		frozen := r.paused != "" && r.paused == r.container
-		return killed || frozen || reqCtx.Err() != nil || r.current != c.Attempt
+		return r.sup.cutOff(c.Attempt) || reqCtx.Err() != nil
 	}
-	if err := r.advanceTo(ctx, target, stop); err != nil {
+	if err := r.clock.advanceTo(ctx, target, &r.faults, stop); err != nil {
 		return protocol.Clock{}, err
 	}
-	if r.clock.Before(target) && !r.clock.Equal(r.horizon) {
+	if r.clock.now.Before(target) && !r.clock.now.Equal(r.clock.horizon) {
 		// A fault on the way stopped the sleep: say so rather than let the
 		// sleeper believe it has woken. (A frozen sleeper hears it when it
 		// is thawed, and sleeps again.)
-		return protocol.Clock{Now: r.clock}, gateway.Errorf(http.StatusConflict, protocol.CodeInterrupted,
-			"the sleep until %s was interrupted at %s by a fault", target.Format(time.RFC3339), r.clock.Format(time.RFC3339))
+		return protocol.Clock{Now: r.clock.now}, gateway.Errorf(http.StatusConflict, protocol.CodeInterrupted,
+			"the sleep until %s was interrupted at %s by a fault", target.Format(time.RFC3339), r.clock.now.Format(time.RFC3339))
 	}
-	return protocol.Clock{Now: r.clock}, nil
+	return protocol.Clock{Now: r.clock.now}, nil
 }
 
 // Event implements gateway.Backend.
@@ -456,28 +322,33 @@ func (r *run) appendEventLocked(ctx context.Context, typ, msg string, data any) 
 		}
 		raw = b
 	}
-	ev := EventRecord{Seq: r.eventSeq + 1, Attempt: r.current, Type: typ, Message: msg, Data: raw, Virtual: r.clock, Wall: time.Now().UTC()}
-	if err := put(ctx, r.j, eventKey(r.rec.ID, ev.Seq), ev); err != nil {
+	ev := history.EventRecord{Seq: r.events + 1, Attempt: r.sup.current, Type: typ, Message: msg, Data: raw, Virtual: r.clock.now, Wall: time.Now().UTC()}
+	if err := r.put(ctx, history.EventEntry(r.rec.ID, ev)); err != nil {
 		return fmt.Errorf("append event: %w", err)
 	}
-	r.eventSeq = ev.Seq
+	r.events = ev.Seq
 	return nil
 }
 
-// appendEvent is appendEventLocked for callers not holding mu.
-func (r *run) appendEvent(ctx context.Context, typ, msg string, data any) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+// event appends a harness event, under mu, logging a failure to journal it.
+func (r *run) event(ctx context.Context, typ, msg string, data any) {
 	if err := r.appendEventLocked(context.WithoutCancel(ctx), typ, msg, data); err != nil {
 		r.log.Warn("append harness event", "type", typ, "err", err)
 	}
+}
+
+// appendEvent is event for callers not holding mu.
+func (r *run) appendEvent(ctx context.Context, typ, msg string, data any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.event(ctx, typ, msg, data)
 }
 
 // Done implements gateway.Backend.
 func (r *run) Done(ctx context.Context, c gateway.Caller, d protocol.Done) error {
 	ctx = context.WithoutCancel(ctx)
 	r.mu.Lock()
-	defer r.mu.Unlock()
+	defer r.unlock()
 	if r.done != nil {
 		if c.Attempt == r.done.Attempt && d.Outcome == r.done.Outcome {
 			return nil // a retry
@@ -495,12 +366,33 @@ func (r *run) Done(ctx context.Context, c gateway.Caller, d protocol.Done) error
 		}
 		d.Claims = claims
 	}
-	rec := DoneRecord{Outcome: d.Outcome, Summary: d.Summary, Claims: d.Claims, Attempt: c.Attempt, Virtual: r.clock}
-	if err := put(ctx, r.j, doneKey(r.rec.ID), rec); err != nil {
+	rec := history.DoneRecord{Outcome: d.Outcome, Summary: d.Summary, Claims: d.Claims, Attempt: c.Attempt, Virtual: r.clock.now}
+	if err := r.put(ctx, history.DoneEntry(r.rec.ID, rec)); err != nil {
 		return fmt.Errorf("record done: %w", err)
 	}
 	r.done = &rec
-	_ = r.appendEventLocked(ctx, "done", d.Summary, map[string]any{"outcome": d.Outcome})
+	r.event(ctx, "done", d.Summary, map[string]any{"outcome": d.Outcome})
 	close(r.doneCh)
+	if d.Outcome == protocol.OutcomeFailure {
+		r.failed(Failure{Kind: FailureDone, Attempt: c.Attempt, Detail: d.Summary})
+	}
 	return nil
 }
+
+// RequestStarted and RequestFinished (gateway.Observer) track agent
+// requests in flight, for the idle jump of the clock.
+func (r *run) RequestStarted() {
+	r.mu.Lock()
+	r.clock.requestStarted()
+	r.mu.Unlock()
+}
+
+// RequestFinished is RequestStarted's other half.
+func (r *run) RequestFinished() {
+	r.mu.Lock()
+	r.clock.requestFinished()
+	r.mu.Unlock()
+}
+
+// progress prints a line for a person watching the run.
+func (r *run) progress(format string, args ...any) { r.h.progress(format, args...) }

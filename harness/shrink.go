@@ -83,13 +83,13 @@ func (h *Harness) Shrink(ctx context.Context, req ShrinkRequest) (*ShrinkResult,
 	if failure == "" {
 		return nil, fmt.Errorf("%w: run %s ended %s", ErrNotFailing, rec.ID, rec.Result.Verdict)
 	}
-	scen, err := h.scenarioOf(rec)
+	scen, err := h.history.Scenario(rec)
 	if err != nil {
 		return nil, err
 	}
-	recs, err := scan[FaultRecord](h.j, runPrefix(prefixFault, rec.ID))
+	recs, err := h.history.Faults(rec.ID)
 	if err != nil {
-		return nil, fmt.Errorf("read the fault log of run %s: %w", rec.ID, err)
+		return nil, err
 	}
 	var schedule []chaos.Spec
 	for _, fr := range recs {

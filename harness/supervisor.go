@@ -6,11 +6,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/http"
 	"time"
 
 	"github.com/overnight-dev/overnight/harness/gateway"
-	"github.com/overnight-dev/overnight/harness/protocol"
+	"github.com/overnight-dev/overnight/harness/history"
 	"github.com/overnight-dev/overnight/sandbox"
+	"github.com/overnight-dev/overnight/sandbox/protocol"
 )
 
 // Reasons a run ends, written into the result for a person to read.
@@ -23,6 +25,101 @@ var (
 
 // doneGrace is how long an agent may take to exit after claiming done.
 const doneGrace = 10 * time.Second
+
+// attempts is the supervisor's state: every attempt of the run, the tokens
+// minted for them, and the container of the current one. Its methods run
+// under the run's lock.
+type attempts struct {
+	list       []history.AttemptRecord
+	current    int            // the attempt allowed to write (0: none since the run was loaded)
+	tokens     map[string]int // sha256(token) -> attempt
+	seen       map[int]bool   // attempts that have made a request
+	container  string         // the current attempt's running container
+	starting   string         // the current attempt's container, created, maybe not yet running
+	killedBy   map[int]string // attempt -> the fault that ended it
+	killIssued map[int]time.Time
+	paused     string // the container a pause fault froze
+	detached   string // the container a disconnect fault detached
+	// ending marks attempts the supervisor itself is ending (Ctrl-C, the
+	// horizon, a spent budget, done and not exiting).
+	ending map[int]bool
+}
+
+func newAttempts(list []history.AttemptRecord) attempts {
+	a := attempts{list: list, tokens: map[string]int{}, seen: map[int]bool{}, killedBy: map[int]string{}, killIssued: map[int]time.Time{}, ending: map[int]bool{}}
+	// Every earlier attempt is fenced from the moment the run is loaded:
+	// none owns it again, and the next attempt gets a new token.
+	for _, at := range list {
+		a.tokens[at.TokenHash] = at.N
+	}
+	return a
+}
+
+// authenticate maps a token to its attempt. A request from the current
+// attempt proves its container runs, even if the supervisor has not yet
+// noted that Start returned.
+func (a *attempts) authenticate(token string) (int, bool) {
+	n, ok := a.tokens[hashHex([]byte(token))]
+	if ok {
+		a.seen[n] = true
+		if n == a.current && a.container == "" && a.starting != "" {
+			a.container = a.starting
+		}
+	}
+	return n, ok
+}
+
+// owns checks that attempt n owns the run.
+func (a *attempts) owns(runID string, n int) error {
+	if a.current == 0 {
+		return gateway.Errorf(http.StatusConflict, protocol.CodeFenced,
+			"attempt %d's token is fenced: run %s was reloaded and no attempt owns it until the next one starts", n, runID)
+	}
+	if n != a.current {
+		return gateway.Errorf(http.StatusConflict, protocol.CodeFenced,
+			"this token belongs to attempt %d, but attempt %d owns run %s now: stop", n, a.current, runID)
+	}
+	return nil
+}
+
+// lessonsOf is what attempt n was handed.
+func (a *attempts) lessonsOf(n int) []protocol.Lesson {
+	if n >= 1 && n <= len(a.list) && a.list[n-1].Lessons != nil {
+		return a.list[n-1].Lessons
+	}
+	return []protocol.Lesson{}
+}
+
+// resumed notes when attempt n first read its checkpoint (timing only, for
+// the recovery benchmark: recorded with the attempt's end).
+func (a *attempts) resumed(n int) {
+	if n >= 1 && n <= len(a.list) && a.list[n-1].FirstResumedAt.IsZero() {
+		a.list[n-1].FirstResumedAt = time.Now().UTC()
+	}
+}
+
+// frozen reports whether the current attempt's container is paused.
+func (a *attempts) frozen() bool { return a.paused != "" && a.paused == a.container }
+
+// cutOff reports whether attempt n can no longer act: a fault ended or
+// froze it, or another attempt owns the run.
+func (a *attempts) cutOff(n int) bool {
+	_, killed := a.killedBy[n]
+	return killed || a.frozen() || a.current != n
+}
+
+// gone reports whether attempt n is over, or being ended by the
+// supervisor: nothing a fault does to it counts any more.
+func (a *attempts) gone(n int) bool {
+	return a.ending[n] || a.current != n || (n >= 1 && n <= len(a.list) && !a.list[n-1].EndedAt.IsZero())
+}
+
+func (a *attempts) last() history.AttemptRecord {
+	if len(a.list) == 0 {
+		return history.AttemptRecord{}
+	}
+	return a.list[len(a.list)-1]
+}
 
 // endState is how the supervisor loop ended.
 type endState struct {
@@ -66,29 +163,49 @@ func (r *run) supervise(ctx context.Context, spec sandboxPlan) (endState, error)
 	defer r.removals.Wait()
 	for {
 		r.mu.Lock()
-		n := len(r.attempts) + 1
-		done := r.done != nil
+		n := len(r.sup.list) + 1
+		done := r.done
 		seqBefore := r.cp.Seq
+		end := AttemptEnd{RunID: r.rec.ID, Attempt: n - 1, End: r.sup.last().End, Done: done, Step: r.cp.Step}
 		r.mu.Unlock()
 		// A spent budget or a diverged replay ends the run whatever the
 		// agent claims, so the verdict does not depend on which came first.
 		select {
-		case <-r.llmLimit():
-			return r.llmEnd(), nil
+		case <-r.llm.limit():
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			return r.llm.end(), nil
 		default:
 		}
-		if done {
+		if r.hooks.Next != nil && n > 1 && !r.clock.reached() {
+			d, err := r.hooks.Next.Next(ctx, end)
+			switch {
+			case err != nil && ctx.Err() != nil:
+				return r.stopped(ctx)
+			case err != nil:
+				return endState{}, fmt.Errorf("attempt policy: %w", err)
+			case d.Stop:
+				return endState{verdict: d.Verdict, reason: d.Reason}, nil
+			case d.Reopen && done != nil && done.Outcome == protocol.OutcomeFailure:
+				if err := r.reopen(ctx); err != nil {
+					return endState{}, err
+				}
+				done = nil
+			}
+		}
+		if done != nil {
 			return endState{reason: "the agent reported done"}, nil
 		}
-		select {
-		case <-r.horizonCh:
-			return endState{limit: true, reason: fmt.Sprintf("virtual horizon reached (%s of virtual time) before the agent finished", r.horizon.Sub(r.rec.VirtualStart))}, nil
-		default:
+		if r.clock.reached() {
+			return endState{limit: true, reason: fmt.Sprintf("virtual horizon reached (%s of virtual time) before the agent finished", r.clock.span())}, nil
 		}
 		if n > r.rec.MaxAttempts {
-			last := r.lastAttempt()
-			return endState{limit: true, reason: fmt.Sprintf("crash loop: %d attempts ended without the agent reporting done (last: %s); max_attempts is %d",
-				n-1, last.describe(), r.rec.MaxAttempts)}, nil
+			r.mu.Lock()
+			reason := fmt.Sprintf("crash loop: %d attempts ended without the agent reporting done (last: %s); max_attempts is %d",
+				n-1, describe(r.sup.last()), r.rec.MaxAttempts)
+			r.failed(Failure{Kind: FailureCrashLoop, Detail: reason})
+			r.unlock()
+			return endState{limit: true, reason: reason}, nil
 		}
 		if n > 1 {
 			select {
@@ -120,6 +237,24 @@ func (r *run) supervise(ctx context.Context, spec sandboxPlan) (endState, error)
 	}
 }
 
+// reopen takes back the agent's claim of failure, durably, so that the
+// next attempt may act again.
+func (r *run) reopen(ctx context.Context) error {
+	r.mu.Lock()
+	defer r.unlock()
+	if r.done == nil {
+		return nil
+	}
+	d := *r.done
+	d.Withdrawn = true
+	if err := r.put(context.WithoutCancel(ctx), history.DoneEntry(r.rec.ID, d)); err != nil {
+		return fmt.Errorf("reopen run %s: %w", r.rec.ID, err)
+	}
+	r.event(ctx, "harness.reopen", fmt.Sprintf("the agent's claim of %s in attempt %d is taken back: the run goes on", d.Outcome, d.Attempt), nil)
+	r.done, r.doneCh = nil, make(chan struct{})
+	return nil
+}
+
 // stopped maps the context's end to the run's end.
 func (r *run) stopped(ctx context.Context) (endState, error) {
 	if errors.Is(context.Cause(ctx), errWallTimeout) {
@@ -128,16 +263,7 @@ func (r *run) stopped(ctx context.Context) (endState, error) {
 	return endState{}, ErrInterrupted
 }
 
-func (r *run) lastAttempt() AttemptRecord {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if len(r.attempts) == 0 {
-		return AttemptRecord{}
-	}
-	return r.attempts[len(r.attempts)-1]
-}
-
-func (a AttemptRecord) describe() string {
+func describe(a history.AttemptRecord) string {
 	s := a.End
 	if s == "" {
 		s = "ended"
@@ -191,13 +317,13 @@ func (r *run) attempt(ctx context.Context, eng *sandbox.Engine, n int, plan sand
 		return fmt.Errorf("attempt %d: %w", n, err)
 	}
 	r.mu.Lock()
-	r.attempts[n-1].Container = sb.ID
-	r.starting = sb.ID
-	att := r.attempts[n-1]
+	r.sup.list[n-1].Container = sb.ID
+	r.sup.starting = sb.ID
+	att := r.sup.list[n-1]
 	r.mu.Unlock()
 	// The container id is durable before the container runs, so a resume
 	// after a harness crash can name the orphan it reaps.
-	if err := put(context.WithoutCancel(ctx), r.j, attemptKey(r.rec.ID, n), att); err != nil {
+	if err := r.put(context.WithoutCancel(ctx), history.AttemptEntry(r.rec.ID, att)); err != nil {
 		r.log.Warn("record container of attempt", "attempt", n, "err", err)
 	}
 	cleanup := func() {
@@ -214,9 +340,9 @@ func (r *run) attempt(ctx context.Context, eng *sandbox.Engine, n int, plan sand
 	}
 	// Only a running container is something a fault can act on.
 	r.mu.Lock()
-	r.container = sb.ID
+	r.sup.container = sb.ID
 	r.mu.Unlock()
-	r.h.progress("attempt %d started (container %.12s)", n, sb.ID)
+	r.progress("attempt %d started (container %.12s)", n, sb.ID)
 	r.appendEvent(ctx, "harness.attempt", fmt.Sprintf("attempt %d started", n), map[string]any{"attempt": n})
 
 	type waited struct {
@@ -231,6 +357,9 @@ func (r *run) attempt(ctx context.Context, eng *sandbox.Engine, n int, plan sand
 		waitCh <- waited{code, err}
 	}()
 	kill := func(why string) waited {
+		r.mu.Lock()
+		r.sup.ending[n] = true
+		r.mu.Unlock()
 		kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
 		if err := eng.Kill(kctx, sb.ID, "SIGKILL"); err != nil {
@@ -243,6 +372,9 @@ func (r *run) attempt(ctx context.Context, eng *sandbox.Engine, n int, plan sand
 			return waited{-1, fmt.Errorf("container %s did not die within 30s of SIGKILL", sb.ID)}
 		}
 	}
+	r.mu.Lock()
+	doneCh := r.doneCh
+	r.mu.Unlock()
 	var w waited
 	end := "exited"
 	select {
@@ -250,18 +382,20 @@ func (r *run) attempt(ctx context.Context, eng *sandbox.Engine, n int, plan sand
 	case <-ctx.Done():
 		end = "stopped: " + context.Cause(ctx).Error()
 		w = kill(end)
-	case <-r.doneCh:
+	case <-doneCh:
 		select {
 		case w = <-waitCh:
 		case <-time.After(doneGrace):
 			end = fmt.Sprintf("killed: did not exit within %s of reporting done", doneGrace)
 			w = kill(end)
 		}
-	case <-r.horizonCh:
+	case <-r.clock.horizonCh:
 		end = "killed: virtual horizon reached"
 		w = kill(end)
-	case <-r.llmLimit():
-		end = "killed: " + r.llmExceeded()
+	case <-r.llm.limit():
+		r.mu.Lock()
+		end = "killed: " + r.llm.ending()
+		r.mu.Unlock()
 		w = kill(end)
 	}
 	if w.err != nil {
@@ -272,23 +406,21 @@ func (r *run) attempt(ctx context.Context, eng *sandbox.Engine, n int, plan sand
 		end := "lost: the Docker engine stopped answering about its container: " + w.err.Error()
 		r.endAttempt(ctx, n, sb.ID, nil, end, eng)
 		cleanup()
-		r.h.progress("attempt %d %s", n, end)
+		r.progress("attempt %d %s", n, end)
 		return fmt.Errorf("attempt %d: lost track of container %.12s: %w", n, sb.ID, w.err)
 	}
+	exitedAt := time.Now().UTC()
 	r.mu.Lock()
-	if f, ok := r.killedBy[n]; ok && end == "exited" {
+	if f, ok := r.sup.killedBy[n]; ok && end == "exited" {
 		if w.code == 0 {
 			end = "exited after fault " + f
 		} else {
 			end = "killed by fault " + f
 		}
 	}
-	r.mu.Unlock()
-	exitedAt := time.Now().UTC()
-	r.mu.Lock()
-	r.attempts[n-1].ExitedAt = exitedAt
-	if t, ok := r.killIssued[n]; ok {
-		r.attempts[n-1].KillIssuedAt = t.UTC()
+	r.sup.list[n-1].ExitedAt = exitedAt
+	if t, ok := r.sup.killIssued[n]; ok {
+		r.sup.list[n-1].KillIssuedAt = t.UTC()
 	}
 	r.mu.Unlock()
 	code := w.code
@@ -300,42 +432,41 @@ func (r *run) attempt(ctx context.Context, eng *sandbox.Engine, n int, plan sand
 		defer r.removals.Done()
 		cleanup()
 	}()
-	r.h.progress("attempt %d ended: %s (exit code %d)", n, end, code)
+	r.progress("attempt %d ended: %s (exit code %d)", n, end, code)
 	return nil
 }
 
-// beginAttempt mints attempt n's token and makes the attempt durable and
-// the run's owner before its container exists: from here on every earlier
-// attempt's token is fenced.
+// beginAttempt mints attempt n's token and makes the attempt — with the
+// lessons it is handed — durable and the run's owner before its container
+// exists: from here on every earlier attempt's token is fenced.
 func (r *run) beginAttempt(ctx context.Context, n int) (string, error) {
 	token, err := newToken()
 	if err != nil {
 		return "", err
 	}
-	att := AttemptRecord{N: n, TokenHash: hashHex([]byte(token)), StartedAt: time.Now().UTC()}
+	att := history.AttemptRecord{N: n, TokenHash: hashHex([]byte(token)), StartedAt: time.Now().UTC()}
+	if src := r.hooks.Lessons; src != nil {
+		lessons, err := src.Lessons(ctx, r.rec.ID, n)
+		if err != nil {
+			return "", fmt.Errorf("lessons for attempt %d: %w", n, err)
+		}
+		att.Lessons = lessons
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	rec := r.rec
 	rec.Attempts = n
-	ea, err := entry(attemptKey(r.rec.ID, n), att)
-	if err != nil {
-		return "", err
-	}
-	er, err := entry(runKey(r.rec.ID), rec)
-	if err != nil {
-		return "", err
-	}
-	if err := r.j.Commit(context.WithoutCancel(ctx), ea, er); err != nil {
+	if err := r.put(context.WithoutCancel(ctx), history.AttemptEntry(r.rec.ID, att), history.RunEntry(rec)); err != nil {
 		return "", fmt.Errorf("record attempt %d: %w", n, err)
 	}
 	r.rec = rec
-	r.attempts = append(r.attempts, att)
-	r.tokens[att.TokenHash] = n
-	r.current = n
+	r.sup.list = append(r.sup.list, att)
+	r.sup.tokens[att.TokenHash] = n
+	r.sup.current = n
 	r.holdMu.Lock()
 	r.dead[n] = make(chan struct{})
 	r.holdMu.Unlock()
-	r.container = ""
+	r.sup.container = ""
 	return token, nil
 }
 
@@ -352,27 +483,27 @@ func (r *run) endAttempt(ctx context.Context, n int, container string, code *int
 			// No blobs: the reaper may still recover the logs later.
 			r.log.Warn("read container logs", "container", container, "err", err)
 		} else {
-			outHash, errHash = r.keepLogs(ctx, stdout, stderr)
+			outHash, errHash = keepLogs(ctx, r.h, stdout, stderr)
 		}
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.current == n {
-		r.container, r.starting = "", "" // nothing left for a fault to act on until the next attempt
+	if r.sup.current == n {
+		r.sup.container, r.sup.starting = "", "" // nothing left for a fault to act on until the next attempt
 	}
-	if r.paused == container {
-		r.paused = "" // a frozen container that died needs no thawing
+	if r.sup.paused == container {
+		r.sup.paused = "" // a frozen container that died needs no thawing
 	}
-	a := &r.attempts[n-1]
+	a := &r.sup.list[n-1]
 	a.EndedAt, a.ExitCode, a.End, a.StdoutBlob, a.StderrBlob = time.Now().UTC(), code, end, outHash, errHash
-	if err := put(ctx, r.j, attemptKey(r.rec.ID, n), *a); err != nil {
+	if err := r.put(ctx, history.AttemptEntry(r.rec.ID, *a)); err != nil {
 		r.log.Error("record end of attempt", "attempt", n, "err", err)
 	}
 	detail := map[string]any{"attempt": n, "end": end}
 	if code != nil {
 		detail["exit_code"] = *code
 	}
-	_ = r.appendEventLocked(ctx, "harness.attempt_end", fmt.Sprintf("attempt %d ended: %s", n, end), detail)
+	r.event(ctx, "harness.attempt_end", fmt.Sprintf("attempt %d ended: %s", n, end), detail)
 }
 
 // seenDead notes that attempt n's container is dead (or never ran): the
@@ -386,19 +517,41 @@ func (r *run) seenDead(n int) {
 	}
 }
 
-// keepLogs stores an attempt's output as blobs; a hash is empty when its
-// blob could not be stored.
-func (r *run) keepLogs(ctx context.Context, stdout, stderr []byte) (string, string) {
-	return keepLogs(ctx, r.h, stdout, stderr)
+// HoldReply implements gateway.Holder: a reply to an attempt that a process
+// fault signalled waits until its container is seen dead, so the agent never
+// hears an answer given after the fault — neither to the request that
+// triggered it nor to any later one — however long the signal takes to land
+// (the init forwards SIGTERM; a SIGKILLed init takes its children with it
+// only when it exits). Without this, how far an agent got after a stop
+// would depend on the machine's load.
+func (r *run) HoldReply(ctx context.Context, c gateway.Caller) {
+	r.holdMu.Lock()
+	until, dying := r.dying[c.Attempt]
+	dead, alive := r.dead[c.Attempt]
+	r.holdMu.Unlock()
+	if !dying || !alive {
+		return
+	}
+	t := time.NewTimer(time.Until(until))
+	defer t.Stop()
+	select {
+	case <-dead:
+	case <-ctx.Done():
+	case <-r.stopCh:
+	case <-t.C:
+		r.log.Warn("a signalled container is still alive; its held replies go", "attempt", c.Attempt)
+	}
 }
 
+// keepLogs stores an attempt's output as blobs; a hash is empty when its
+// blob could not be stored.
 func keepLogs(ctx context.Context, h *Harness, stdout, stderr []byte) (string, string) {
-	out, err := h.j.PutBlob(ctx, stdout)
+	out, err := h.w.PutBlob(ctx, stdout)
 	if err != nil {
 		h.log.Warn("store stdout", "err", err)
 		return "", ""
 	}
-	errs, err := h.j.PutBlob(ctx, stderr)
+	errs, err := h.w.PutBlob(ctx, stderr)
 	if err != nil {
 		h.log.Warn("store stderr", "err", err)
 		return "", ""
@@ -407,34 +560,3 @@ func keepLogs(ctx context.Context, h *Harness, stdout, stderr []byte) (string, s
 }
 
 func workspaceVolume(runID string) string { return "overnight-ws-" + runID }
-
-// llmLimit is closed when the run's LLM budget is spent (nil: no LLM).
-func (r *run) llmLimit() <-chan struct{} {
-	if r.llm == nil {
-		return nil
-	}
-	return r.llm.limitCh
-}
-
-func (r *run) llmExceeded() string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.llm == nil {
-		return ""
-	}
-	if r.llm.diverged != "" {
-		return r.llm.diverged
-	}
-	return r.llm.exceeded
-}
-
-// llmEnd is how the LLM path ended the run: a spent budget fails it; a
-// replay that diverged from its recording proves nothing either way.
-func (r *run) llmEnd() endState {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.llm.diverged != "" {
-		return endState{verdict: VerdictUnknown, reason: r.llm.diverged}
-	}
-	return endState{limit: true, reason: r.llm.exceeded}
-}

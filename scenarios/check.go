@@ -15,6 +15,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/overnight-dev/overnight/chaos"
+	"github.com/overnight-dev/overnight/scenarios/invariant"
 )
 
 // Key patterns, the same as the propertyNames of scenario.schema.json (which the builder checks
@@ -191,6 +192,10 @@ func (b *builder) build(root map[string]any) *Scenario {
 		for i, v := range invs {
 			name, ok := v.(string)
 			if !ok {
+				continue
+			}
+			if _, known := invariant.Default().Lookup(name); !known {
+				b.errAt("/invariants/"+strconv.Itoa(i), "invariants[%d]: got %q, want one of %s", i, name, invariant.Quoted(invariant.Default().Names()))
 				continue
 			}
 			if j, dup := firstAt[name]; dup {

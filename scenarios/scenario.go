@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/overnight-dev/overnight/chaos"
+	"github.com/overnight-dev/overnight/scenarios/invariant"
 )
 
 // File format identifiers.
@@ -34,14 +35,11 @@ const (
 )
 
 // DefaultInvariants returns the invariants a scenario checks when it names none.
-func DefaultInvariants() []string {
-	return []string{"no-duplicate-effects", "goal-reached", "no-lost-progress"}
-}
+func DefaultInvariants() []string { return invariant.Defaults() }
 
-// KnownInvariants returns every invariant name a scenario may list.
-func KnownInvariants() []string {
-	return []string{"no-duplicate-effects", "goal-reached", "no-lost-progress", "effects-resolved", "faults-fired"}
-}
+// KnownInvariants returns every invariant name a scenario may list: the
+// names in the invariant registry (scenarios/invariant).
+func KnownInvariants() []string { return invariant.Default().Names() }
 
 // Scenario is a validated scenario file with its defaults applied.
 type Scenario struct {
@@ -72,6 +70,8 @@ type Scenario struct {
 
 	Source string // the path given to Parse or Load, or "builtin:<name>"
 	Raw    []byte // the exact bytes loaded, for the journal
+
+	positions map[string]position // JSON pointer -> where its value is written
 }
 
 // World names the simulated world a scenario runs against.
@@ -137,6 +137,7 @@ func Parse(file string, data []byte) (*Scenario, error) {
 	}
 	sc.Source = file
 	sc.Raw = bytes.Clone(data)
+	sc.positions = t.positions()
 	return sc, nil
 }
 

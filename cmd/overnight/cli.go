@@ -84,6 +84,7 @@ func (g *globals) openExisting(ctx context.Context, progress bool) (*harness.Har
 
 func (g *globals) openWith(ctx context.Context, opts harness.Options, progress bool) (*harness.Harness, error) {
 	opts.StateDir, opts.InitBinary, opts.Logger = g.state, g.initBinary, g.logger()
+	opts.BuiltinAgents = agents.Names()
 	if progress {
 		opts.Progress = g.stderr
 	}

@@ -1,4 +1,4 @@
-// Package gateway serves gateway protocol v1 (harness/protocol) over HTTP on
+// Package gateway serves gateway protocol v1 (sandbox/protocol) over HTTP on
 // a unix socket: the one mediated boundary between an agent in its sandbox
 // and everything outside it.
 //
@@ -22,7 +22,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/overnight-dev/overnight/harness/protocol"
+	"github.com/overnight-dev/overnight/sandbox/protocol"
 )
 
 // MaxBodyBytes bounds a request body (checkpoint states and effect

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/overnight-dev/overnight/harness/gateway"
-	"github.com/overnight-dev/overnight/harness/protocol"
+	"github.com/overnight-dev/overnight/sandbox/protocol"
 )
 
 // FuzzGateway sends arbitrary methods, paths and bodies through the

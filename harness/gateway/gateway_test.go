@@ -17,7 +17,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/overnight-dev/overnight/harness/gateway"
-	"github.com/overnight-dev/overnight/harness/protocol"
+	"github.com/overnight-dev/overnight/sandbox/protocol"
 )
 
 // recordingBackend is a unit-test double for the protocol layer: it

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/overnight-dev/overnight/harness/llm"
-	"github.com/overnight-dev/overnight/harness/protocol"
+	"github.com/overnight-dev/overnight/sandbox/protocol"
 )
 
 // LLMBackend is implemented by a Backend that serves the OpenAI-compatible

@@ -3,7 +3,7 @@ package llm
 import (
 	"strings"
 
-	"github.com/overnight-dev/overnight/harness/protocol"
+	"github.com/overnight-dev/overnight/sandbox/protocol"
 )
 
 // Prices of a model in US dollars per 1000 tokens.

@@ -14,7 +14,7 @@ import (
 
 	"github.com/tmc/langchaingo/llms"
 
-	"github.com/overnight-dev/overnight/harness/protocol"
+	"github.com/overnight-dev/overnight/sandbox/protocol"
 )
 
 // carries says what a provider's langchaingo client (v0.1.14) passes on of

@@ -1,5 +1,5 @@
 // Package llm owns the gateway's LLM path between the OpenAI-compatible
-// wire format (harness/protocol) and the models behind it: real providers
+// wire format (sandbox/protocol) and the models behind it: real providers
 // through github.com/tmc/langchaingo (OpenAI-compatible endpoints,
 // Anthropic, Ollama), and the scripted model — a deterministic test double
 // driven by rules in the scenario, never presented as a real model.
@@ -15,7 +15,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/overnight-dev/overnight/harness/protocol"
+	"github.com/overnight-dev/overnight/sandbox/protocol"
 )
 
 // Model answers chat completions, whole (streaming to the agent is done by

@@ -17,7 +17,7 @@ import (
 	"github.com/tmc/langchaingo/llms/openai"
 
 	"github.com/overnight-dev/overnight/harness/llm"
-	"github.com/overnight-dev/overnight/harness/protocol"
+	"github.com/overnight-dev/overnight/sandbox/protocol"
 )
 
 // wireCall is one request a fake provider received.

@@ -10,7 +10,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/overnight-dev/overnight/harness/protocol"
+	"github.com/overnight-dev/overnight/sandbox/protocol"
 )
 
 // ParamError is a request field the gateway does not carry to providers: a

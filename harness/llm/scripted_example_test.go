@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/overnight-dev/overnight/harness/llm"
-	"github.com/overnight-dev/overnight/harness/protocol"
+	"github.com/overnight-dev/overnight/sandbox/protocol"
 )
 
 // The scripted model answers from rules, here proposing the correction a world's error

@@ -12,7 +12,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/overnight-dev/overnight/harness/llm"
-	"github.com/overnight-dev/overnight/harness/protocol"
+	"github.com/overnight-dev/overnight/sandbox/protocol"
 	"github.com/overnight-dev/overnight/scenarios"
 )
 

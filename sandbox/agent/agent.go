@@ -31,7 +31,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/overnight-dev/overnight/harness/protocol"
+	"github.com/overnight-dev/overnight/sandbox/protocol"
 )
 
 // Sentinel errors callers branch on; *APIError matches them with errors.Is.

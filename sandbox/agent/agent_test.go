@@ -15,8 +15,8 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
-	"github.com/overnight-dev/overnight/harness/protocol"
 	"github.com/overnight-dev/overnight/sandbox/agent"
+	"github.com/overnight-dev/overnight/sandbox/protocol"
 )
 
 // standIn is a unit-test double of the gateway on a real unix socket: it

@@ -8,7 +8,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/overnight-dev/overnight/harness/protocol"
+	"github.com/overnight-dev/overnight/sandbox/protocol"
 )
 
 // ChatRetries bounds how many times Chat sends one request.

@@ -7,8 +7,8 @@ import (
 	"sort"
 	"time"
 
-	"github.com/overnight-dev/overnight/harness/protocol"
 	"github.com/overnight-dev/overnight/sandbox/agent"
+	"github.com/overnight-dev/overnight/sandbox/protocol"
 	"github.com/overnight-dev/overnight/scenarios/cloud"
 )
 

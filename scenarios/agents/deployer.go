@@ -9,8 +9,8 @@ import (
 	"io"
 	"time"
 
-	"github.com/overnight-dev/overnight/harness/protocol"
 	"github.com/overnight-dev/overnight/sandbox/agent"
+	"github.com/overnight-dev/overnight/sandbox/protocol"
 	"github.com/overnight-dev/overnight/scenarios/cloud"
 )
 

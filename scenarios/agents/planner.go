@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/overnight-dev/overnight/harness/protocol"
 	"github.com/overnight-dev/overnight/sandbox/agent"
+	"github.com/overnight-dev/overnight/sandbox/protocol"
 )
 
 // planStep is one step of a plan the model proposed: a tool and its

@@ -59,7 +59,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/overnight-dev/overnight/harness/journal"
 	"github.com/overnight-dev/overnight/scenarios/world"
 )
 
@@ -108,12 +107,11 @@ type World struct {
 var (
 	_ world.World     = (*World)(nil)
 	_ world.Versioned = (*World)(nil)
+	_ world.Sequenced = (*World)(nil)
 )
 
 // Register adds the cloud world to a registry.
-func Register(r *world.Registry) {
-	r.Register(Name, "a cloud API: networks, databases, migrations, services, DNS, snapshots (v1, v2)", Open)
-}
+func Register(r *world.Registry) { r.Register(Definition()) }
 
 // Open opens (or recovers) the cloud world stored under prefix. The one
 // option is OptionGoal (default GoalDeployment).
@@ -126,7 +124,7 @@ func Open(ctx context.Context, store world.Store, prefix []byte, options map[str
 	w.meta = meta{Counters: map[string]int{}, Version: V1}
 	b, err := store.Get(w.key("meta"))
 	switch {
-	case errors.Is(err, journal.ErrNotFound):
+	case errors.Is(err, world.ErrNotFound):
 	case err != nil:
 		return nil, fmt.Errorf("read cloud world state: %w", err)
 	default:
@@ -214,14 +212,14 @@ func (w *World) nextMeta() meta {
 // durable in one commit, then applies them in memory. Entries with a key
 // are also indexed for Lookup; world events (key "") are not.
 func (w *World) record(ctx context.Context, next meta, entry world.LedgerEntry, res *Resource) error {
-	var entries []journal.Entry
+	var entries []world.Entry
 	if res != nil {
 		entry.Resource = res.ID
 		rb, err := json.Marshal(res)
 		if err != nil {
 			return err
 		}
-		entries = append(entries, journal.Entry{Key: w.key("res/", res.ID), Value: rb})
+		entries = append(entries, world.Entry{Key: w.key("res/", res.ID), Value: rb})
 	}
 	lb, err := json.Marshal(entry)
 	if err != nil {
@@ -232,15 +230,15 @@ func (w *World) record(ctx context.Context, next meta, entry world.LedgerEntry, 
 		return err
 	}
 	entries = append(entries,
-		journal.Entry{Key: w.key("ledger/", seqKey(next.Seq)), Value: lb},
-		journal.Entry{Key: w.key("meta"), Value: mb},
+		world.Entry{Key: w.key("ledger/", seqKey(next.Seq)), Value: lb},
+		world.Entry{Key: w.key("meta"), Value: mb},
 	)
 	if entry.Key != "" {
 		ob, err := json.Marshal(entry.Outcome)
 		if err != nil {
 			return err
 		}
-		entries = append(entries, journal.Entry{Key: w.key("bykey/", entry.Key), Value: ob})
+		entries = append(entries, world.Entry{Key: w.key("bykey/", entry.Key), Value: ob})
 	}
 	if err := w.store.Commit(ctx, entries...); err != nil {
 		return err
@@ -287,7 +285,7 @@ func (w *World) Lookup(ctx context.Context, key string) (world.Outcome, bool, er
 		return world.Outcome{}, false, nil // world events have no key; nothing an agent sent
 	}
 	b, err := w.store.Get(w.key("bykey/", key))
-	if errors.Is(err, journal.ErrNotFound) {
+	if errors.Is(err, world.ErrNotFound) {
 		return world.Outcome{}, false, nil
 	}
 	if err != nil {
@@ -316,6 +314,13 @@ func (w *World) Ledger(ctx context.Context) ([]world.LedgerEntry, error) {
 		return nil, fmt.Errorf("cloud world: read ledger: %w", err)
 	}
 	return out, nil
+}
+
+// LedgerSeq implements world.Sequenced.
+func (w *World) LedgerSeq() int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.meta.Seq
 }
 
 // Resources returns every resource, ordered by kind and id.

@@ -19,7 +19,7 @@ var now = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 func open(dir string) (*journal.Journal, world.World) {
 	j, err := journal.Open(dir, journal.Options{})
 	Expect(err).NotTo(HaveOccurred())
-	w, err := cloud.Open(context.Background(), j, []byte("world/r1/"), nil)
+	w, err := cloud.Open(context.Background(), journalStore{j}, []byte("world/r1/"), nil)
 	Expect(err).NotTo(HaveOccurred())
 	return j, w
 }
@@ -157,7 +157,7 @@ var _ = Describe("the cloud world", func() {
 	})
 
 	It("refuses options it does not know", func() {
-		_, err := cloud.Open(ctx, j, []byte("world/r2/"), map[string]any{"region": "mars"})
+		_, err := cloud.Open(ctx, journalStore{j}, []byte("world/r2/"), map[string]any{"region": "mars"})
 		Expect(err).To(MatchError(ContainSubstring(`unknown option "region"`)))
 	})
 

@@ -4,10 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"time"
 
-	"github.com/overnight-dev/overnight/harness/journal"
 	"github.com/overnight-dev/overnight/scenarios/cloud"
 	"github.com/overnight-dev/overnight/scenarios/world"
 )
@@ -16,19 +14,8 @@ import (
 // error details alone.
 func ExampleWorld_SetAPIVersion() {
 	ctx := context.Background()
-	dir, err := os.MkdirTemp("", "cloud-example-")
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer os.RemoveAll(dir)
-	j, err := journal.Open(dir, journal.Options{})
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer j.Close()
-	w, err := cloud.Open(ctx, j, []byte("world/example/"), map[string]any{cloud.OptionGoal: cloud.GoalMaintenance})
+	// The harness backs a world with its journal; in memory is enough here.
+	w, err := cloud.Open(ctx, world.NewMemStore(), []byte("world/example/"), map[string]any{cloud.OptionGoal: cloud.GoalMaintenance})
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -68,24 +68,24 @@ const (
 )
 
 var kindsV1 = []world.KindInfo{
-	{Name: KindCreateNetwork, Doc: "{name} -> {id, name}; not idempotent"},
-	{Name: KindCreateDatabase, Doc: "{name, network_id} -> {id, name, network_id}; not idempotent"},
-	{Name: KindRunMigration, Idempotent: true, Doc: "{database_id, version} -> {database_id, version, applied}; brings the schema up to version"},
-	{Name: KindDeployService, Doc: "{name, image, database_id} -> {id, name, endpoint}; not idempotent"},
-	{Name: KindSetDNS, Idempotent: true, Doc: "{host, target} -> {host, target}; upsert"},
-	{Name: KindCreateSnapshot, Doc: "{database_id, name} -> {id, name, database_id}; not idempotent"},
-	{Name: KindList, Idempotent: true, ReadOnly: true, Doc: "{kind: network|database|service|dns|snapshot} -> {items}"},
+	{Name: KindCreateNetwork, Args: "{name}", Result: "{id, name}", Doc: "creates a network; not idempotent"},
+	{Name: KindCreateDatabase, Args: "{name, network_id}", Result: "{id, name, network_id}", Doc: "creates a database on a network; not idempotent"},
+	{Name: KindRunMigration, Idempotent: true, Args: "{database_id, version}", Result: "{database_id, version, applied}", Doc: "brings the schema up to version"},
+	{Name: KindDeployService, Args: "{name, image, database_id}", Result: "{id, name, endpoint}", Doc: "deploys a service using a database; not idempotent"},
+	{Name: KindSetDNS, Idempotent: true, Args: "{host, target}", Result: "{host, target}", Doc: "points host at target (a service's endpoint); upsert"},
+	{Name: KindCreateSnapshot, Args: "{database_id, name}", Result: "{id, name, database_id}", Doc: "snapshots a database; not idempotent"},
+	{Name: KindList, Idempotent: true, ReadOnly: true, Args: "{kind: network|database|service|dns|snapshot}", Result: "{items}", Doc: "lists resources"},
 }
 
 var kindsV2 = []world.KindInfo{
-	{Name: KindCreateNetwork, Doc: "{name, api_key} -> {id, name}; not idempotent"},
-	{Name: KindCreateDatabase, Doc: "{name, network_id, api_key} -> {id, name, network_id}; not idempotent"},
-	{Name: KindRunMigration, Idempotent: true, Doc: "{db_id, version, api_key} -> {db_id, version, applied}; brings the schema up to version"},
-	{Name: KindDeployService, Doc: "{name, image, db_id, api_key} -> {id, name, endpoint}; not idempotent"},
-	{Name: KindSetDNS, Idempotent: true, Doc: "{host, target, api_key} -> {host, target}; upsert"},
-	{Name: KindCreateSnapshot, Doc: "{db_id, name, retention_days: 1..3650, api_key} -> {id, name, db_id}; not idempotent"},
-	{Name: KindListResources, Idempotent: true, ReadOnly: true, Doc: "{kind: network|database|service|dns|snapshot} -> {items}; replaces cloud.list; no api_key needed"},
-	{Name: KindIssueAPIKey, Doc: "{} -> {api_key}; a new key each call, old keys stay valid; no api_key needed"},
+	{Name: KindCreateNetwork, Args: "{name, api_key}", Result: "{id, name}", Doc: "creates a network; not idempotent"},
+	{Name: KindCreateDatabase, Args: "{name, network_id, api_key}", Result: "{id, name, network_id}", Doc: "creates a database on a network; not idempotent"},
+	{Name: KindRunMigration, Idempotent: true, Args: "{db_id, version, api_key}", Result: "{db_id, version, applied}", Doc: "brings the schema up to version"},
+	{Name: KindDeployService, Args: "{name, image, db_id, api_key}", Result: "{id, name, endpoint}", Doc: "deploys a service using a database; not idempotent"},
+	{Name: KindSetDNS, Idempotent: true, Args: "{host, target, api_key}", Result: "{host, target}", Doc: "points host at target (a service's endpoint); upsert"},
+	{Name: KindCreateSnapshot, Args: "{db_id, name, retention_days: 1..3650, api_key}", Result: "{id, name, db_id}", Doc: "snapshots a database; not idempotent"},
+	{Name: KindListResources, Idempotent: true, ReadOnly: true, Args: "{kind: network|database|service|dns|snapshot}", Result: "{items}", Doc: "lists resources; replaces cloud.list; no api_key needed"},
+	{Name: KindIssueAPIKey, Args: "{}", Result: "{api_key}", Doc: "issues a new key each call (old keys stay valid); no api_key needed"},
 }
 
 func kindsOf(version string) []world.KindInfo {

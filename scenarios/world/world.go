@@ -18,17 +18,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/overnight-dev/overnight/harness/journal"
-	"github.com/overnight-dev/overnight/harness/protocol"
+	"github.com/overnight-dev/overnight/sandbox/protocol"
 )
-
-// Store is the durable key space a world writes through. Keys passed to it
-// are already under the world's own prefix. *journal.Journal satisfies it.
-type Store interface {
-	Commit(ctx context.Context, entries ...journal.Entry) error
-	Get(key []byte) ([]byte, error)
-	Scan(prefix []byte, fn func(key, value []byte) error) error
-}
 
 // Request is one effect as the world receives it.
 type Request struct {
@@ -86,10 +77,12 @@ func Done(v any) (Outcome, error) {
 
 // KindInfo describes one effect kind a world offers.
 type KindInfo struct {
-	Name       string // e.g. "cloud.create_network"
-	Idempotent bool   // a repeat with the same arguments changes nothing
-	ReadOnly   bool   // no side effect at all
-	Doc        string
+	Name       string `json:"name"`       // e.g. "cloud.create_network"
+	Idempotent bool   `json:"idempotent"` // a repeat with the same arguments changes nothing
+	ReadOnly   bool   `json:"read_only"`  // no side effect at all
+	Args       string `json:"args"`       // the arguments, e.g. "{name, network_id}"
+	Result     string `json:"result"`     // the result, e.g. "{id, name, network_id}"
+	Doc        string `json:"doc"`        // what it does, and what else to know
 }
 
 // LedgerEntry is one request the world received, in arrival order.
@@ -186,44 +179,61 @@ type Factory func(ctx context.Context, store Store, prefix []byte, options map[s
 // ErrUnknownWorld is returned by Registry.Open for a name nobody registered.
 var ErrUnknownWorld = errors.New("unknown world")
 
-// Registry maps world names to factories. Registration is explicit: the
-// caller that builds the harness decides which worlds exist.
+// Registry maps world names to their definitions. Registration is
+// explicit: the caller that builds the harness decides which worlds exist.
 type Registry struct {
-	factories map[string]Factory
-	docs      map[string]string
+	defs map[string]Definition
 }
 
 // NewRegistry returns an empty registry.
 func NewRegistry() *Registry {
-	return &Registry{factories: map[string]Factory{}, docs: map[string]string{}}
+	return &Registry{defs: map[string]Definition{}}
 }
 
-// Register adds a world; registering a name twice panics (a programming error).
-func (r *Registry) Register(name, doc string, f Factory) {
-	if _, dup := r.factories[name]; dup {
-		panic("world: " + name + " registered twice")
+// Register adds a world; registering a name twice, or a definition without
+// a name or Open, panics (a programming error).
+func (r *Registry) Register(d Definition) {
+	if _, dup := r.defs[d.Name]; dup {
+		panic("world: " + d.Name + " registered twice")
 	}
-	r.factories[name] = f
-	r.docs[name] = doc
+	if d.Name == "" || d.Open == nil {
+		panic("world: a definition needs a name and Open")
+	}
+	r.defs[d.Name] = d
 }
 
 // Names lists the registered worlds, sorted.
 func (r *Registry) Names() []string {
-	names := make([]string, 0, len(r.factories))
-	for n := range r.factories {
+	names := make([]string, 0, len(r.defs))
+	for n := range r.defs {
 		names = append(names, n)
 	}
 	sort.Strings(names)
 	return names
 }
 
+// Definition returns the named world's definition.
+func (r *Registry) Definition(name string) (Definition, bool) {
+	d, ok := r.defs[name]
+	return d, ok
+}
+
+// Definitions lists every registered world's definition, sorted by name.
+func (r *Registry) Definitions() []Definition {
+	out := make([]Definition, 0, len(r.defs))
+	for _, n := range r.Names() {
+		out = append(out, r.defs[n])
+	}
+	return out
+}
+
 // Open opens the named world.
 func (r *Registry) Open(ctx context.Context, name string, store Store, prefix []byte, options map[string]any) (World, error) {
-	f, ok := r.factories[name]
+	d, ok := r.defs[name]
 	if !ok {
 		return nil, fmt.Errorf("%w %q (known worlds: %v)", ErrUnknownWorld, name, r.Names())
 	}
-	w, err := f(ctx, store, prefix, options)
+	w, err := d.Open(ctx, store, prefix, options)
 	if err != nil {
 		return nil, fmt.Errorf("open world %q: %w", name, err)
 	}

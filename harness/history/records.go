@@ -1,31 +1,11 @@
-package harness
+package history
 
 import (
-	"context"
-	"encoding/binary"
-	"encoding/hex"
 	"encoding/json"
-	"errors"
-	"fmt"
-	"strings"
 	"time"
 
-	"github.com/overnight-dev/overnight/harness/journal"
-	"github.com/overnight-dev/overnight/harness/protocol"
-)
-
-// Key spaces of a run in the journal. Every key of a run starts with one of
-// these prefixes followed by the run id and a slash.
-const (
-	prefixRun        = "run/"   // run/<id> -> RunRecord
-	prefixAttempt    = "att/"   // att/<id>/<n> -> AttemptRecord
-	prefixEvent      = "ev/"    // ev/<id>/<seq> -> EventRecord (append-only)
-	prefixCheckpoint = "cp/"    // cp/<id>/<seq> -> CheckpointRecord
-	prefixEffect     = "fx/"    // fx/<id>/<key> -> EffectRecord (intent, then result)
-	prefixFault      = "fault/" // fault/<id>/<index> -> FaultRecord
-	prefixClock      = "clock/" // clock/<id> -> ClockRecord
-	prefixDone       = "done/"  // done/<id> -> DoneRecord
-	prefixWorld      = "world/" // world/<id>/... -> the world's own key space
+	"github.com/overnight-dev/overnight/chaos"
+	"github.com/overnight-dev/overnight/sandbox/protocol"
 )
 
 // Run statuses.
@@ -57,6 +37,28 @@ type RunRecord struct {
 	OwnerPID     int       `json:"owner_pid,omitempty"`
 	SocketDir    string    `json:"socket_dir,omitempty"`
 	Result       *Result   `json:"result,omitempty"`
+	// Isolated says the run is an isolated re-run of another (Parent): its
+	// world is a shadow in a key space of its own, never the real one.
+	Isolated *Isolation `json:"isolated,omitempty"`
+}
+
+// Isolation describes an isolated run: what it was forked from and what it
+// stood on.
+type Isolation struct {
+	Parent string `json:"parent"` // the run it re-runs
+	// FromCheckpoint is the parent's checkpoint seq it started from (0:
+	// from the beginning).
+	FromCheckpoint int64 `json:"from_checkpoint"`
+	// WorldSeq is the point of the parent world's ledger its shadow world
+	// was rebuilt at.
+	WorldSeq int64 `json:"world_seq"`
+	// Purpose says why it ran, for a person (e.g. "replay 2 of 3").
+	Purpose string `json:"purpose,omitempty"`
+	// Lessons are handed to each of its attempts.
+	Lessons []protocol.Lesson `json:"lessons,omitempty"`
+	// ReplayAttempt, when its model is a replay of the parent's recording,
+	// is the parent's attempt its first attempt's calls are matched to.
+	ReplayAttempt int `json:"replay_attempt,omitempty"`
 }
 
 // AttemptRecord is one container's life.
@@ -76,6 +78,8 @@ type AttemptRecord struct {
 	KillIssuedAt   time.Time `json:"kill_issued_at,omitzero"`
 	ExitedAt       time.Time `json:"exited_at,omitzero"`
 	FirstResumedAt time.Time `json:"first_resumed_at,omitzero"`
+	// Lessons are the lessons the attempt was handed in GET /v1/run.
+	Lessons []protocol.Lesson `json:"lessons,omitempty"`
 }
 
 // EventRecord is one entry of the run's trajectory.
@@ -99,11 +103,18 @@ type CheckpointRecord struct {
 	Attempt   int             `json:"attempt"`
 	ExpectSeq *int64          `json:"expect_seq,omitempty"`
 	Virtual   time.Time       `json:"virtual"`
+	// Where the rest of the run stood when it was written, so that a run
+	// forked from it (an isolated re-run) starts exactly there: how far the
+	// world's ledger had got, how many effect intents and LLM calls the run
+	// had made.
+	WorldSeq int64 `json:"world_seq,omitempty"`
+	Intents  int   `json:"intents,omitempty"`
+	LLMCalls int   `json:"llm_calls,omitempty"`
 }
 
-// Effect record statuses beyond the protocol's: an intent journaled and
-// not yet resolved.
-const effectIntent = "intent"
+// EffectIntent is an effect record's status between its intent and its
+// result.
+const EffectIntent = "intent"
 
 // EffectRecord is one effect's journal entry: written as an intent before
 // the world sees it, rewritten with the result after.
@@ -118,7 +129,7 @@ type EffectRecord struct {
 	Args       json.RawMessage       `json:"args"`
 	ArgsHash   string                `json:"args_hash"`
 	Unkeyed    bool                  `json:"unkeyed,omitempty"`
-	Status     string                `json:"status"` // intent, done, failed, unknown
+	Status     string                `json:"status"` // intent, done, failed, denied, unknown
 	Result     json.RawMessage       `json:"result,omitempty"`
 	Error      *protocol.EffectError `json:"error,omitempty"`
 	Attempt    int                   `json:"attempt"`
@@ -129,9 +140,10 @@ type EffectRecord struct {
 	Virtual    time.Time             `json:"virtual"`
 }
 
-// final reports whether a repeat of the key returns the recorded result:
-// done is final, and so is a permanent refusal by the world.
-func (e *EffectRecord) final() bool {
+// Final reports whether a repeat of the key returns the recorded result:
+// done is final, and so is a permanent refusal by the world. A denial by the
+// gate is not: the gate may decide otherwise next time.
+func (e *EffectRecord) Final() bool {
 	switch e.Status {
 	case protocol.StatusDone:
 		return true
@@ -139,6 +151,12 @@ func (e *EffectRecord) final() bool {
 		return e.Error == nil || !e.Error.Transient
 	}
 	return false
+}
+
+// InDoubt reports whether the effect's outcome is not known: an intent
+// without a result, or unknown.
+func (e *EffectRecord) InDoubt() bool {
+	return e.Status == EffectIntent || e.Status == protocol.StatusUnknown
 }
 
 // FaultRecord is one scheduled fault instance and what became of it. The
@@ -164,6 +182,12 @@ type FaultRecord struct {
 	MetDetail string `json:"met_detail,omitempty"`
 	// State is what a stateful fault needs to undo itself (chaos.Stateful).
 	State string `json:"state,omitempty"`
+	// Evidence is what judging Met rests on, journaled so that a resumed
+	// run judges exactly as the uninterrupted one would.
+	Evidence chaos.Evidence `json:"evidence"`
+	// DownUntil is the end of the down window a process fault opened
+	// (stop/D): no attempt starts before it (virtual time).
+	DownUntil time.Time `json:"down_until,omitzero"`
 }
 
 // ClockRecord is the run's virtual clock.
@@ -178,6 +202,47 @@ type DoneRecord struct {
 	Claims  json.RawMessage `json:"claims,omitempty"`
 	Attempt int             `json:"attempt"`
 	Virtual time.Time       `json:"virtual"`
+	// Withdrawn says the run went on after the claim (an attempt policy
+	// reopened it): it is no longer the agent's last word.
+	Withdrawn bool `json:"withdrawn,omitempty"`
+}
+
+// LLMRecord is one LLM exchange, as journaled: what was asked, what came
+// back (or which fault answered instead), and what it cost.
+type LLMRecord struct {
+	Seq          int64               `json:"seq"`
+	Attempt      int                 `json:"attempt"`
+	Call         int                 `json:"call"`    // the n-th LLM call of the run (the llm:N trigger counts these)
+	Ordinal      int                 `json:"ordinal"` // the n-th call of the attempt that reached the model (0: a fault answered)
+	RequestHash  string              `json:"request_hash"`
+	Request      json.RawMessage     `json:"request,omitempty"` // canonical
+	RequestBlob  string              `json:"request_blob,omitempty"`
+	Response     json.RawMessage     `json:"response,omitempty"`
+	ResponseBlob string              `json:"response_blob,omitempty"`
+	Status       int                 `json:"status"` // 200, or the error status answered
+	Error        string              `json:"error,omitempty"`
+	Code         string              `json:"code,omitempty"`  // the error's code, replayed exactly
+	Param        string              `json:"param,omitempty"` // the error's param
+	RetryAfterMS int64               `json:"retry_after_ms,omitempty"`
+	Fault        string              `json:"fault,omitempty"` // the LLM fault that answered or damaged it
+	Provider     string              `json:"provider"`
+	Model        string              `json:"model"`
+	Usage        *protocol.ChatUsage `json:"usage,omitempty"`
+	CostUSD      float64             `json:"cost_usd"`
+	Virtual      time.Time           `json:"virtual"`
+	WallMicros   int64               `json:"wall_us"`
+}
+
+// AttemptLog is one attempt's kept output.
+type AttemptLog struct {
+	Attempt   int       `json:"attempt"`
+	Container string    `json:"container"`
+	End       string    `json:"end"`
+	ExitCode  *int      `json:"exit_code,omitempty"`
+	StartedAt time.Time `json:"started_at"`
+	EndedAt   time.Time `json:"ended_at,omitzero"`
+	Stdout    string    `json:"stdout"`
+	Stderr    string    `json:"stderr"`
 }
 
 // Duration is a time.Duration that marshals as Go duration text.
@@ -198,79 +263,4 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	}
 	*d = Duration(v)
 	return nil
-}
-
-func seqKey(prefix, runID string, n int64) []byte {
-	var b [8]byte
-	binary.BigEndian.PutUint64(b[:], uint64(n))
-	return []byte(prefix + runID + "/" + hex.EncodeToString(b[:]))
-}
-
-func runKey(id string) []byte              { return []byte(prefixRun + id) }
-func clockKey(id string) []byte            { return []byte(prefixClock + id) }
-func doneKey(id string) []byte             { return []byte(prefixDone + id) }
-func effectKey(id, effectID string) []byte { return []byte(prefixEffect + id + "/" + effectID) }
-
-// Effect identities: agent keys and unkeyed effects live in separate spaces.
-func keyedID(key string) string { return "k/" + key }
-func unkeyedID(n int) string    { return fmt.Sprintf("u/%d", n) }
-
-// effectLabel is an effect identity as a person reads it.
-func effectLabel(id string) string {
-	if n, ok := strings.CutPrefix(id, "u/"); ok {
-		return "unkeyed #" + n
-	}
-	return strings.TrimPrefix(id, "k/")
-}
-func runPrefix(prefix, id string) []byte      { return []byte(prefix + id + "/") }
-func worldPrefix(id string) []byte            { return []byte(prefixWorld + id + "/") }
-func attemptKey(id string, n int) []byte      { return seqKey(prefixAttempt, id, int64(n)) }
-func faultKey(id string, index int) []byte    { return seqKey(prefixFault, id, int64(index)) }
-func eventKey(id string, seq int64) []byte    { return seqKey(prefixEvent, id, seq) }
-func checkpointKey(id string, s int64) []byte { return seqKey(prefixCheckpoint, id, s) }
-
-func entry(key []byte, v any) (journal.Entry, error) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return journal.Entry{}, fmt.Errorf("encode %s: %w", key, err)
-	}
-	return journal.Entry{Key: key, Value: b}, nil
-}
-
-// put writes v under key durably.
-func put(ctx context.Context, j *journal.Journal, key []byte, v any) error {
-	e, err := entry(key, v)
-	if err != nil {
-		return err
-	}
-	return j.Commit(ctx, e)
-}
-
-// get reads key into v; found is false when the key is absent.
-func get(j *journal.Journal, key []byte, v any) (found bool, err error) {
-	b, err := j.Get(key)
-	if errors.Is(err, journal.ErrNotFound) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	if err := json.Unmarshal(b, v); err != nil {
-		return false, fmt.Errorf("decode %s: %w", key, err)
-	}
-	return true, nil
-}
-
-// scan decodes every value under prefix, in key order.
-func scan[T any](j *journal.Journal, prefix []byte) ([]T, error) {
-	var out []T
-	err := j.Scan(prefix, func(k, v []byte) error {
-		var t T
-		if err := json.Unmarshal(v, &t); err != nil {
-			return fmt.Errorf("decode %s: %w", k, err)
-		}
-		out = append(out, t)
-		return nil
-	})
-	return out, err
 }

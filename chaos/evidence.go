@@ -1,0 +1,159 @@
+package chaos
+
+import (
+	"fmt"
+	"time"
+)
+
+// Paths a lasting fault can act on when the path holds one state at a time.
+// Faults on one path stack: the most severe active one acts (Kind.Severity;
+// the newest among equals), the one it covers acts again when it heals, and
+// each is credited only with what hit the agent while it was acting.
+const (
+	PathLink   = "link"   // the agent's link to the gateway (Network's Drop, Blackhole, SetLatency)
+	PathEffect = "effect" // the effect path (World.SetEffectToxic)
+	PathLLM    = "llm"    // the LLM path (LLM.SetLLMToxic)
+)
+
+// MetBy says what shows that the agent really met a fault of a kind: a
+// fault that fired but that the agent never met tested nothing, and the
+// harness's faults-fired invariant makes such a run unknown. The harness
+// gathers the evidence each rule names (see Evidence) and asks the rule.
+type MetBy int
+
+// The rules.
+const (
+	// MetWhenInjected: the Target says so as it acts (a live container was
+	// killed, frozen or detached; the harness died; the clock jumped).
+	MetWhenInjected MetBy = iota
+	// MetByLink: while it acted, the agent's connections or responses were
+	// hit, or an attempt was alive and cut off for the whole outage.
+	MetByLink
+	// MetByLaterEffect: an effect was sent after it fired (an API change
+	// that no request ever met changed nothing for the agent).
+	MetByLaterEffect
+	// MetByEffectHit: its toxic hit an effect while it was active.
+	MetByEffectHit
+	// MetByLLMFollowUp: it hit an LLM call and the agent followed up as a
+	// correct client would (see LLMWait.FollowedUp).
+	MetByLLMFollowUp
+)
+
+var metByNames = []string{"injected", "link", "later-effect", "effect-hit", "llm-follow-up"}
+
+// String names the rule as `overnight faults --output json` shows it.
+func (m MetBy) String() string {
+	if int(m) < len(metByNames) {
+		return metByNames[m]
+	}
+	return fmt.Sprintf("MetBy(%d)", int(m))
+}
+
+// MarshalText implements encoding.TextMarshaler.
+func (m MetBy) MarshalText() ([]byte, error) { return []byte(m.String()), nil }
+
+// Evidence is what the harness saw of one fault that bears on whether the
+// agent met it. The harness journals it with the fault's record, so a run
+// resumed after the harness died judges its faults exactly as the
+// uninterrupted run would.
+type Evidence struct {
+	// IntentsAtFire is how many effect intents were journaled when it
+	// fired (MetByLaterEffect counts the ones after).
+	IntentsAtFire int `json:"intents_at_fire"`
+	// Acted is whether it ever acted on its path (a more severe fault may
+	// have covered it for its whole duration).
+	Acted bool `json:"acted,omitempty"`
+	// LinkHits counts the agent's connections and responses it hit while
+	// it was the link's acting fault (MetByLink).
+	LinkHits int64 `json:"link_hits,omitempty"`
+	// LLM is the follow-up an LLM fault still waits for (MetByLLMFollowUp).
+	LLM *LLMWait `json:"llm,omitempty"`
+}
+
+// Judgement is a rule's answer: whether the agent met the fault, and why.
+type Judgement struct {
+	Met    bool
+	Detail string
+}
+
+// Covered is the judgement of a fault on a path that a more severe one
+// covered for its whole duration.
+var Covered = Judgement{Detail: "a more severe fault on the same target covered it for its whole duration"}
+
+// AtHeal judges a lasting fault as it heals; ok is false when the rule
+// decides later (or already decided). alive names the attempt alive at the
+// heal (0: none).
+func (m MetBy) AtHeal(e Evidence, alive int) (j Judgement, ok bool) {
+	if m != MetByLink {
+		return Judgement{}, false
+	}
+	switch {
+	case e.LinkHits > 0:
+		return Judgement{true, fmt.Sprintf("%d of the agent's connections or responses were hit", e.LinkHits)}, true
+	case alive > 0:
+		return Judgement{true, fmt.Sprintf("attempt %d was alive and cut off for the whole outage", alive)}, true
+	}
+	return Judgement{Detail: "no agent was alive during the outage"}, true
+}
+
+// AtEnd judges a fault the run ended without deciding; intents is how many
+// effect intents the run journaled in all.
+func (m MetBy) AtEnd(e Evidence, intents int) Judgement {
+	switch m {
+	case MetByLaterEffect:
+		if n := intents - e.IntentsAtFire; n > 0 {
+			return Judgement{true, fmt.Sprintf("%d effects were sent under the new API", n)}
+		}
+		return Judgement{Detail: "no effect was sent after the API changed"}
+	case MetByEffectHit:
+		return Judgement{Detail: "no effect was sent while it was active"}
+	case MetByLLMFollowUp:
+		return e.LLM.unmet()
+	}
+	return Judgement{true, "applied"}
+}
+
+// HitEffect is the judgement of an effect toxic that hit the n-th effect.
+func HitEffect(n int) Judgement { return Judgement{true, fmt.Sprintf("hit effect %d", n)} }
+
+// LLMWait is the follow-up that shows an agent met an LLM fault: for a 429,
+// a later call at or after Retry-After (virtual time); for a malformed tool
+// call, a later request answering that call with a tool message; for a
+// 5xx, a timeout or a truncated answer, any later call.
+type LLMWait struct {
+	Kind   string    `json:"kind"` // the LLMToxic kind that hit
+	Call   int       `json:"call"` // the LLM call it hit
+	After  time.Time `json:"after,omitzero"`
+	CallID string    `json:"call_id,omitempty"`
+}
+
+// FollowedUp judges a later LLM call made at virtual time now, whose
+// messages answer the tool calls for which answers reports true; applied
+// is when the fault fired. ok is false while the evidence is still to come.
+func (w LLMWait) FollowedUp(now, applied time.Time, answers func(callID string) bool) (j Judgement, ok bool) {
+	switch w.Kind {
+	case LLMRateLimit:
+		if now.Before(w.After) {
+			return Judgement{}, false
+		}
+		return Judgement{true, fmt.Sprintf("after the 429 on LLM call %d, the agent waited Retry-After (%s of virtual time) and called again", w.Call, w.After.Sub(applied))}, true
+	case LLMMalformed:
+		if !answers(w.CallID) {
+			return Judgement{}, false
+		}
+		return Judgement{true, fmt.Sprintf("the agent answered the model with the error of the malformed tool call %s (LLM call %d)", w.CallID, w.Call)}, true
+	}
+	return Judgement{true, fmt.Sprintf("after LLM call %d (%s), the agent called the model again", w.Call, w.Kind)}, true
+}
+
+func (w *LLMWait) unmet() Judgement {
+	switch {
+	case w == nil:
+		return Judgement{Detail: "no LLM call met it while it was active"}
+	case w.Kind == LLMRateLimit:
+		return Judgement{Detail: fmt.Sprintf("LLM call %d got the 429, but the agent never called again after waiting Retry-After", w.Call)}
+	case w.Kind == LLMMalformed:
+		return Judgement{Detail: fmt.Sprintf("LLM call %d's tool call %s was broken, but the agent never answered the model with the error", w.Call, w.CallID)}
+	}
+	return Judgement{Detail: fmt.Sprintf("LLM call %d was hit (%s), but the agent never called the model again", w.Call, w.Kind)}
+}

@@ -1,0 +1,282 @@
+package harness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/overnight-dev/overnight/chaos"
+	"github.com/overnight-dev/overnight/harness/gateway"
+	"github.com/overnight-dev/overnight/harness/history"
+	"github.com/overnight-dev/overnight/sandbox"
+	"github.com/overnight-dev/overnight/scenarios"
+)
+
+// plan prepares the image and command every attempt of a run uses.
+func (h *Harness) plan(ctx context.Context, a scenarios.AgentSpec) (sandboxPlan, error) {
+	initBin, err := h.initBinary()
+	if err != nil {
+		return sandboxPlan{}, err
+	}
+	p := sandboxPlan{env: map[string]string{}}
+	for k, v := range a.Env {
+		p.env[k] = v
+	}
+	spec := sandbox.ImageSpec{InitBinary: initBin}
+	switch {
+	case a.Builtin != "":
+		if known := h.opts.BuiltinAgents; known != nil && !slices.Contains(known, a.Builtin) {
+			return sandboxPlan{}, fmt.Errorf("no built-in agent %q (built-in agents: %v)", a.Builtin, known)
+		}
+		p.cmd = append([]string{sandbox.InitPath, "agent", a.Builtin}, a.Args...)
+	case a.Binary != "":
+		spec.AgentBinary = a.Binary
+		p.cmd = append([]string{"/agent"}, a.Args...)
+	case a.Image != "":
+		// Without args the image's own entrypoint and command run (under
+		// the init); with args, they are the whole command.
+		spec.BaseImage = a.Image
+		p.cmd = append([]string(nil), a.Args...)
+	default:
+		return sandboxPlan{}, errors.New("the agent has none of builtin, binary or image")
+	}
+	eng, err := h.engine(ctx)
+	if err != nil {
+		return sandboxPlan{}, err
+	}
+	img, err := eng.EnsureImage(ctx, spec)
+	if err != nil {
+		return sandboxPlan{}, err
+	}
+	p.image = img
+	return p, nil
+}
+
+// drive runs a recorded run to its end: world, gateway, supervisor, verdict.
+func (h *Harness) drive(ctx context.Context, runID string, plan sandboxPlan) (*Result, error) {
+	eng, err := h.engine(ctx)
+	if err != nil {
+		return nil, err
+	}
+	h.mu.Lock()
+	if h.live[runID] {
+		h.mu.Unlock()
+		return nil, fmt.Errorf("run %s is already being driven by this process", runID)
+	}
+	h.mu.Unlock()
+	// Whatever dead runs left behind goes first — this run's own orphan of
+	// an earlier, crashed harness included: its logs are kept, then it is
+	// removed.
+	if _, err := h.reap(ctx, eng); err != nil {
+		h.log.Warn("reap", "err", err)
+	}
+	h.mu.Lock()
+	h.live[runID] = true
+	h.mu.Unlock()
+	defer func() {
+		h.mu.Lock()
+		delete(h.live, runID)
+		h.mu.Unlock()
+	}()
+	r, err := h.load(ctx, runID)
+	if err != nil {
+		return nil, err
+	}
+	started := time.Now()
+
+	dir, cleanupDir, err := sandbox.NewSocketDir()
+	if err != nil {
+		return nil, fmt.Errorf("make the gateway socket dir: %w", err)
+	}
+	defer func() {
+		if err := cleanupDir(); err != nil {
+			h.log.Warn("remove socket dir", "dir", dir, "err", err)
+		}
+	}()
+	link, err := chaos.ListenLink(filepath.Join(dir, gateway.SocketName), chaos.LinkOptions{
+		Rand: chaos.NewStreams(r.rec.Seed).For("link"), Logger: h.log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	srv := gateway.New(r, h.log)
+	go func() {
+		if err := srv.Serve(link); err != nil {
+			h.log.Error("gateway stopped", "err", err)
+		}
+	}()
+	defer srv.Close()
+	r.mu.Lock()
+	r.link = link
+	r.faults.resume(ctx)
+	r.unlock()
+	// The idle jump stops at once on Ctrl-C: nothing may heal for good
+	// while the run is being interrupted.
+	idleCtx, stopIdle := context.WithCancel(ctx)
+	go r.idleLoop(idleCtx)
+	defer func() {
+		stopIdle()
+		close(r.stopCh)
+		// No fault outlives the run's drive: a paused container is thawed,
+		// a dropped link healed, even on Ctrl-C (where the faults stay
+		// active in the journal, for a resume).
+		r.mu.Lock()
+		r.faults.healAll(context.WithoutCancel(ctx), false)
+		r.unlock()
+	}()
+
+	if r.scen.Sandbox.Network == "internal" {
+		name, err := eng.EnsureNetwork(ctx, runID)
+		if err != nil {
+			return nil, err
+		}
+		r.network = name
+	}
+	r.mu.Lock()
+	r.rec.Status, r.rec.OwnerPID, r.rec.SocketDir = StatusRunning, os.Getpid(), dir
+	rec := r.rec
+	r.mu.Unlock()
+	if err := r.put(ctx, history.RunEntry(rec)); err != nil {
+		return nil, fmt.Errorf("record run %s: %w", runID, err)
+	}
+
+	// The wall-clock limit applies to each invocation (run, or resume).
+	rctx, cancel := context.WithTimeoutCause(ctx, time.Duration(rec.Timeout), errWallTimeout)
+	defer cancel()
+	end, err := r.supervise(rctx, plan)
+	if err != nil {
+		r.mu.Lock()
+		r.ended = true
+		r.rec.Status, r.rec.Reason = StatusInterrupted, err.Error()
+		rec := r.rec
+		r.mu.Unlock()
+		if perr := r.put(context.WithoutCancel(ctx), history.RunEntry(rec)); perr != nil {
+			err = errors.Join(err, perr)
+		}
+		h.progress("run %s interrupted after %s; resume with: overnight resume %s", runID, time.Since(started).Round(time.Millisecond), runID)
+		return nil, err
+	}
+	r.mu.Lock()
+	r.faults.healAll(ctx, true)
+	r.unlock()
+	res, err := r.finish(context.WithoutCancel(ctx), end)
+	if err != nil {
+		return nil, err
+	}
+	rmCtx, rmCancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer rmCancel()
+	if err := eng.RemoveVolume(rmCtx, workspaceVolume(runID)); err != nil {
+		h.log.Warn("remove workspace volume", "run", runID, "err", err)
+	}
+	if r.network != "" {
+		r.removals.Wait() // the network goes once no container is on it
+		if err := eng.RemoveNetwork(rmCtx, r.network); err != nil {
+			h.log.Warn("remove sandbox network", "run", runID, "err", err)
+		}
+	}
+	return res, nil
+}
+
+// load rebuilds a run's live state from its history.
+func (h *Harness) load(ctx context.Context, runID string) (*run, error) {
+	rd := h.history
+	rec, err := h.runRecord(runID)
+	if err != nil {
+		return nil, err
+	}
+	scen, err := rd.Scenario(rec)
+	if err != nil {
+		return nil, err
+	}
+	w, err := rd.World(ctx, rec, scen)
+	if err != nil {
+		return nil, err
+	}
+	r := &run{
+		h: h, w: h.w, log: h.log.With("run", runID), scen: scen, world: w, task: scen.TaskJSON(), rec: rec,
+		doneCh: make(chan struct{}), stopCh: make(chan struct{}),
+		dying: map[int]time.Time{}, dead: map[int]chan struct{}{},
+	}
+	if h.opts.Extension != nil {
+		if r.hooks, err = h.opts.Extension.Hooks(ctx, h, rec, scen); err != nil {
+			return nil, fmt.Errorf("run %s: %w", runID, err)
+		}
+	}
+	if iso := rec.Isolated; iso != nil {
+		r.hooks.Lessons = fixedLessons(iso.Lessons) // an isolated run is handed what its request gave
+	}
+	atts, err := rd.Attempts(runID)
+	if err != nil {
+		return nil, err
+	}
+	r.sup = newAttempts(atts)
+	if r.cp, err = rd.LastCheckpoint(runID); err != nil {
+		return nil, err
+	}
+	if ev, found, err := rd.LastEvent(runID); err != nil {
+		return nil, err
+	} else if found {
+		r.events = ev.Seq
+	}
+	effects, err := rd.Effects(runID)
+	if err != nil {
+		return nil, err
+	}
+	r.fx = newEffectPath(r, effects)
+	// A run forked from a checkpoint counts on from where its parent stood.
+	r.fx.intents = max(r.fx.intents, r.cp.Intents)
+	now, _, err := rd.Clock(runID)
+	if err != nil {
+		return nil, err
+	}
+	if now.IsZero() {
+		now = rec.VirtualStart
+	}
+	r.clock = newClock(rec.VirtualStart, now, rec.VirtualStart.Add(scen.Limits.Horizon), func(ctx context.Context, t time.Time) error {
+		return r.put(ctx, history.ClockEntry(runID, history.ClockRecord{Now: t}))
+	})
+	if r.done, err = rd.Done(runID); err != nil {
+		return nil, err
+	} else if r.done != nil {
+		close(r.doneCh)
+	}
+	faults, err := rd.Faults(runID)
+	if err != nil {
+		return nil, err
+	}
+	if r.faults, err = newFaultEngine(r, r.log, h.opts.Faults, faults); err != nil {
+		return nil, fmt.Errorf("faults of run %s: %w", runID, err)
+	}
+	mc, err := h.model(scen, rec.LLM)
+	if err != nil {
+		return nil, fmt.Errorf("run %s: %w", runID, err)
+	}
+	if mc.model != nil {
+		recs, err := rd.LLM(runID)
+		if err != nil {
+			return nil, err
+		}
+		r.llm = newLLMPath(r, mc, recs)
+		r.llm.calls = max(r.llm.calls, r.cp.LLMCalls)
+	}
+	// Effects in doubt (an intent without a result) are reconciled with the
+	// world before any agent may retry them.
+	keys := make([]string, 0, len(r.fx.effects))
+	for k := range r.fx.effects {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, k := range keys {
+		if err := r.fx.reconcile(ctx, r.fx.effects[k]); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}

@@ -1,0 +1,317 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/overnight-dev/overnight/chaos"
+	"github.com/overnight-dev/overnight/harness/gateway"
+	"github.com/overnight-dev/overnight/harness/history"
+	"github.com/overnight-dev/overnight/sandbox/protocol"
+	"github.com/overnight-dev/overnight/scenarios/invariant"
+	"github.com/overnight-dev/overnight/scenarios/world"
+)
+
+// effectPath is the path of a real-world action, a chain of stages each
+// durable before the next:
+//
+//	admit     the request is well formed, the caller may act, and a repeat
+//	          of a key with a final result is answered from the journal
+//	intent    the intent is journaled; effect:N:before faults fire
+//	gate      the run's Gate allows it, holds it, or denies it
+//	toxic     the effect path's active fault answers instead, or delays it
+//	execute   the world acts (once per key); effect:N faults fire
+//	record    the result is journaled; effect:N:after faults fire
+//
+// Its state is guarded by the run's lock.
+type effectPath struct {
+	r           *run
+	effects     map[string]*history.EffectRecord
+	order       int64 // the last effect's order
+	unkeyed     int   // effects sent without a key so far
+	intents     int   // effect intents journaled so far (the effect:N trigger counts them)
+	toxic       chaos.EffectToxic
+	toxicFault  *faultState // the fault that set the toxic
+	dupReported bool        // no-duplicate-effects already reported violated live
+}
+
+func newEffectPath(r *run, recs []history.EffectRecord) effectPath {
+	p := effectPath{r: r, effects: map[string]*history.EffectRecord{}}
+	for i := range recs {
+		e := &recs[i]
+		p.effects[e.ID] = e
+		p.order = max(p.order, e.Order)
+		p.intents += max(e.Intents, e.Executions)
+		if e.Unkeyed {
+			p.unkeyed++
+		}
+	}
+	return p
+}
+
+// effect is one effect on its way down the path.
+type effect struct {
+	c        gateway.Caller
+	req      protocol.EffectRequest
+	args     []byte
+	argsHash string
+	rec      *history.EffectRecord
+	n        int // its intent's number, for effect:N faults
+}
+
+func (e *effect) answer() protocol.EffectResult {
+	return protocol.EffectResult{Key: e.req.Key, Status: e.rec.Status, Result: e.rec.Result, Error: e.rec.Error}
+}
+
+// do runs one effect down the path.
+func (p *effectPath) do(ctx context.Context, c gateway.Caller, req protocol.EffectRequest) (protocol.EffectResult, error) {
+	ctx = context.WithoutCancel(ctx)
+	args, err := canonicalJSON(req.Args)
+	if err != nil {
+		return protocol.EffectResult{}, gateway.Errorf(http.StatusBadRequest, protocol.CodeBadRequest, "effect args: %v", err)
+	}
+	if len(args) > gateway.MaxEffectArgsBytes {
+		return protocol.EffectResult{}, gateway.Errorf(http.StatusRequestEntityTooLarge, protocol.CodeTooLarge,
+			"effect args are %d bytes; at most %d", len(args), gateway.MaxEffectArgsBytes)
+	}
+	e := &effect{c: c, req: req, args: args, argsHash: hashHex(append([]byte(req.Kind+"\x00"), args...))}
+
+	r := p.r
+	r.mu.Lock()
+	defer r.unlock()
+	if replayed, err := p.admit(ctx, e); err != nil || replayed != nil {
+		return deref(replayed), err
+	}
+	if err := p.intent(ctx, e); err != nil {
+		return protocol.EffectResult{}, err
+	}
+	if err := p.gate(ctx, e); err != nil {
+		return protocol.EffectResult{}, err
+	}
+	if e.rec.Status == protocol.StatusDenied {
+		return e.answer(), nil
+	}
+	out, err := p.execute(ctx, e)
+	if err != nil {
+		return protocol.EffectResult{}, err
+	}
+	if out == nil { // the world could not record it: in doubt
+		return e.answer(), nil
+	}
+	if err := p.record(ctx, e, *out); err != nil {
+		return protocol.EffectResult{}, err
+	}
+	return e.answer(), nil
+}
+
+func deref(r *protocol.EffectResult) protocol.EffectResult {
+	if r == nil {
+		return protocol.EffectResult{}
+	}
+	return *r
+}
+
+// admit checks that the caller may act and finds the effect's record: a
+// repeat of a key whose result is final is answered from the journal, and
+// touches nothing else (not the gate, not the world).
+func (p *effectPath) admit(ctx context.Context, e *effect) (*protocol.EffectResult, error) {
+	r := p.r
+	if err := r.acting(e.c); err != nil {
+		return nil, err
+	}
+	var id string
+	if e.req.Key == "" {
+		p.unkeyed++
+		id = history.UnkeyedID(p.unkeyed)
+	} else {
+		id = history.KeyedID(e.req.Key)
+	}
+	rec := p.effects[id]
+	if rec == nil {
+		p.order++
+		e.rec = &history.EffectRecord{ID: id, Key: e.req.Key, Order: p.order, Kind: e.req.Kind, Args: e.args, ArgsHash: e.argsHash, Unkeyed: e.req.Key == ""}
+		return nil, nil
+	}
+	e.rec = rec
+	if rec.ArgsHash != e.argsHash {
+		return nil, gateway.Errorf(http.StatusConflict, protocol.CodeKeyReused,
+			"key %q was used for %s with other arguments; a corrected request is a new effect with a new key", e.req.Key, rec.Kind)
+	}
+	if !rec.Final() {
+		if err := p.reconcile(ctx, rec); err != nil {
+			return nil, err
+		}
+	}
+	if !rec.Final() {
+		return nil, nil
+	}
+	rec.Replays++
+	if err := r.put(ctx, history.EffectEntry(r.rec.ID, rec)); err != nil {
+		return nil, fmt.Errorf("record replay of effect %q: %w", e.req.Key, err)
+	}
+	return &protocol.EffectResult{Key: e.req.Key, Status: rec.Status, Result: rec.Result, Error: rec.Error, Replayed: true}, nil
+}
+
+// intent journals the effect's intent, then fires the faults of
+// effect:N:before. A process fault there ends the attempt before the world
+// sees the effect: the intent stays without a result, to be reconciled.
+func (p *effectPath) intent(ctx context.Context, e *effect) error {
+	r := p.r
+	rec := e.rec
+	rec.Status, rec.Result, rec.Error = history.EffectIntent, nil, nil
+	rec.Attempt, rec.Virtual = e.c.Attempt, r.clock.now
+	rec.Intents++
+	if err := r.put(ctx, history.EffectEntry(r.rec.ID, rec)); err != nil {
+		return fmt.Errorf("journal intent of effect %s: %w", history.EffectLabel(rec.ID), err)
+	}
+	p.effects[rec.ID] = rec
+	p.intents++
+	e.n = p.intents
+	// Effect-triggered faults land at the same point every time: after the
+	// intent (before), after the world acted (mid), after the result
+	// (after) — always before the reply.
+	_, endedBefore := r.sup.killedBy[e.c.Attempt]
+	r.faults.fireEffect(ctx, e.n, chaos.PhaseBefore)
+	if by, ended := r.sup.killedBy[e.c.Attempt]; ended && !endedBefore {
+		return gateway.Errorf(http.StatusConflict, protocol.CodeFenced,
+			"fault %s ended attempt %d before effect %s reached the world", by, e.c.Attempt, history.EffectLabel(rec.ID))
+	}
+	return nil
+}
+
+// gate asks the run's Gate, without the run's lock (it may wait for a
+// person). A denial is journaled as the effect's answer.
+func (p *effectPath) gate(ctx context.Context, e *effect) error {
+	r := p.r
+	g := r.hooks.Gate
+	if g == nil {
+		return nil
+	}
+	req := GateRequest{RunID: r.rec.ID, Attempt: e.c.Attempt, EffectID: e.rec.ID, Key: e.req.Key, Kind: e.req.Kind, Args: e.args, Virtual: r.clock.now}
+	r.unlock()
+	d, err := g.Admit(ctx, req)
+	r.mu.Lock()
+	if err != nil {
+		return fmt.Errorf("gate: effect %s: %w", history.EffectLabel(e.rec.ID), err)
+	}
+	if err := r.writable(e.c); err != nil {
+		return err // the attempt lost the run while its effect was held: the intent is reconciled later
+	}
+	if d.Allow {
+		return nil
+	}
+	rec := e.rec
+	rec.Status, rec.Result = protocol.StatusDenied, nil
+	rec.Error = &protocol.EffectError{Code: "denied", Message: d.Reason, Status: http.StatusForbidden}
+	if err := r.put(ctx, history.EffectEntry(r.rec.ID, rec)); err != nil {
+		return fmt.Errorf("journal the denial of effect %s: %w", history.EffectLabel(rec.ID), err)
+	}
+	return nil
+}
+
+// execute runs the effect path's toxic, then the world; the faults of
+// effect:N (mid) fire after the world acted. A nil outcome means the world
+// could not record the execution: the effect is unknown.
+func (p *effectPath) execute(ctx context.Context, e *effect) (*world.Outcome, error) {
+	r := p.r
+	rec := e.rec
+	var out world.Outcome
+	if failed := p.applyToxic(ctx); failed != nil {
+		out = *failed
+	} else {
+		var err error
+		out, err = r.world.Execute(ctx, world.Request{Key: rec.ID, Kind: e.req.Kind, Args: e.args, Now: r.clock.now})
+		rec.Executions++
+		if err != nil {
+			rec.Status = protocol.StatusUnknown
+			rec.Error = &protocol.EffectError{Code: "unknown", Message: err.Error(), Status: http.StatusInternalServerError, Transient: true}
+			_ = r.put(ctx, history.EffectEntry(r.rec.ID, rec))
+			return nil, nil
+		}
+	}
+	r.faults.fireEffect(ctx, e.n, chaos.PhaseMid)
+	return &out, nil
+}
+
+// record journals the world's answer, fires effect:N:after faults, and
+// tells the failure hook of a permanent refusal (and of an always
+// invariant the world now shows violated).
+func (p *effectPath) record(ctx context.Context, e *effect, out world.Outcome) error {
+	r := p.r
+	rec := e.rec
+	rec.Status, rec.Result, rec.Error = out.Status, out.Result, out.Error
+	if err := r.put(ctx, history.EffectEntry(r.rec.ID, rec)); err != nil {
+		return fmt.Errorf("journal result of effect %s: %w", history.EffectLabel(rec.ID), err)
+	}
+	r.faults.fireEffect(ctx, e.n, chaos.PhaseAfter)
+	if r.hooks.Failures == nil {
+		return nil
+	}
+	if rec.Status == protocol.StatusFailed && rec.Final() {
+		cp := *rec
+		r.failed(Failure{Kind: FailureEffectRefused, Attempt: e.c.Attempt, Effect: &cp,
+			Detail: fmt.Sprintf("the world refused %s (%s): %s", rec.Kind, rec.Error.Code, rec.Error.Message)})
+	}
+	if !p.dupReported && rec.Status == protocol.StatusDone {
+		if j, err := invariant.Default().Judge(ctx, invariant.NoDuplicateEffects, &invariant.Evidence{World: r.world, Label: history.EffectLabel}); err == nil && j.Verdict == invariant.Fail {
+			p.dupReported = true
+			r.failed(Failure{Kind: FailureInvariant, Attempt: e.c.Attempt, Invariant: invariant.NoDuplicateEffects, Detail: j.Detail})
+		}
+	}
+	return nil
+}
+
+// applyToxic runs the effect path's toxic for the effect being executed;
+// it returns a failure to answer instead of executing, if any.
+func (p *effectPath) applyToxic(ctx context.Context) *world.Outcome {
+	tx, by := p.toxic, p.toxicFault
+	if tx == (chaos.EffectToxic{}) {
+		return nil
+	}
+	if tx.Once {
+		p.toxic = chaos.EffectToxic{}
+		p.r.faults.reapplyTop(chaos.PathEffect)
+	}
+	p.r.faults.hitEffect(ctx, by, p.intents)
+	if tx.Slow > 0 {
+		time.Sleep(min(tx.Slow, chaos.MaxEffectSlow))
+	}
+	if tx.Fail5xx {
+		o := world.Failed(http.StatusServiceUnavailable, "unavailable", "the world's API answered 503 (effect-5xx fault): the effect did not run; retry with the same key")
+		return &o
+	}
+	return nil
+}
+
+// reconcile resolves an effect in doubt (an intent without a result, or
+// unknown) by asking the world whether it received the key.
+func (p *effectPath) reconcile(ctx context.Context, rec *history.EffectRecord) error {
+	if !rec.InDoubt() {
+		return nil
+	}
+	r := p.r
+	out, found, err := r.world.Lookup(ctx, rec.ID)
+	if err != nil {
+		return fmt.Errorf("reconcile effect %s with the world: %w", history.EffectLabel(rec.ID), err)
+	}
+	rec.Reconciled = true
+	if found {
+		// The world acted on this intent; the harness died before it could
+		// count that.
+		if rec.Executions < rec.Intents {
+			rec.Executions++
+		}
+		rec.Status, rec.Result, rec.Error = out.Status, out.Result, out.Error
+	} else {
+		rec.Status, rec.Result = protocol.StatusFailed, nil
+		rec.Error = &protocol.EffectError{Code: "not_executed", Status: http.StatusServiceUnavailable, Transient: true,
+			Message: "the world never received this effect (the harness stopped before executing it); retrying with the same key runs it"}
+	}
+	if err := r.put(ctx, history.EffectEntry(r.rec.ID, rec)); err != nil {
+		return fmt.Errorf("record reconciliation of effect %s: %w", history.EffectLabel(rec.ID), err)
+	}
+	r.event(ctx, "harness.reconcile", fmt.Sprintf("effect %s reconciled: %s", history.EffectLabel(rec.ID), rec.Status), nil)
+	return nil
+}

@@ -1,0 +1,127 @@
+package history
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Verdicts.
+const (
+	VerdictPass    = "pass"
+	VerdictFail    = "fail"
+	VerdictUnknown = "unknown"
+)
+
+// Result is a run's verdict and the evidence for it: the JSON contract of
+// `overnight run --output json`. Fields are only ever added.
+type Result struct {
+	RunID          string            `json:"run_id"`
+	Scenario       string            `json:"scenario"`
+	Agent          string            `json:"agent,omitempty"`
+	Seed           int64             `json:"seed"`
+	Verdict        string            `json:"verdict"`
+	Reason         string            `json:"reason"`
+	Outcome        string            `json:"outcome"` // the agent's own claim: success, failure, or none
+	Attempts       int               `json:"attempts"`
+	StepsCompleted int               `json:"steps_completed"`
+	Faults         []FaultResult     `json:"faults"`
+	Effects        EffectCounts      `json:"effects"`
+	Invariants     []InvariantResult `json:"invariants"`
+	LLM            *LLMTotals        `json:"llm,omitempty"`
+	WallMS         int64             `json:"wall_ms"`
+	VirtualMS      int64             `json:"virtual_ms"`
+	HistoryDigest  string            `json:"history_digest"`
+}
+
+// FaultResult is one scheduled fault in a result.
+type FaultResult struct {
+	Kind             string `json:"kind"`
+	Spec             string `json:"spec"`
+	At               string `json:"at"`
+	Applied          bool   `json:"applied"`
+	AppliedVirtualMS *int64 `json:"applied_virtual_ms"`
+	HealedVirtualMS  *int64 `json:"healed_virtual_ms"`
+	Attempt          int    `json:"attempt,omitempty"`
+	Error            string `json:"error,omitempty"` // why it fired but could not be injected
+	From             string `json:"from,omitempty"`  // the spec it was expanded or drawn from
+	Met              bool   `json:"met"`             // whether the agent really met it
+	MetDetail        string `json:"met_detail,omitempty"`
+}
+
+// EffectCounts summarises the effects of a run.
+type EffectCounts struct {
+	Executed     int `json:"executed"`     // times the world was asked to act
+	Deduplicated int `json:"deduplicated"` // repeats answered from the journal
+	Duplicates   int `json:"duplicates"`   // extra resources the world shows created for one logical identity
+	Unknown      int `json:"unknown"`      // effects whose outcome could not be established
+	Unkeyed      int `json:"unkeyed"`      // effects sent without an idempotency key
+}
+
+// InvariantResult is one invariant's judgement.
+type InvariantResult struct {
+	Name    string `json:"name"`
+	Kind    string `json:"kind"`
+	Verdict string `json:"verdict"`
+	Detail  string `json:"detail"`
+}
+
+// LLMTotals summarise a run's LLM use in its result.
+type LLMTotals struct {
+	Provider         string  `json:"provider"`
+	Model            string  `json:"model"`
+	TestDouble       bool    `json:"test_double"`         // the scripted model: deterministic rules, not a real model
+	ReplayOf         string  `json:"replay_of,omitempty"` // the run whose recording answered (provider and model are the recording's)
+	Calls            int     `json:"calls"`
+	PromptTokens     int     `json:"prompt_tokens"`
+	CompletionTokens int     `json:"completion_tokens"`
+	CostUSD          float64 `json:"cost_usd"`
+}
+
+// WriteText prints the result as a short summary for a person.
+func (res *Result) WriteText(w io.Writer) error {
+	var b strings.Builder
+	agent := ""
+	if res.Agent != "" {
+		agent = " (agent " + res.Agent + ")"
+	}
+	fmt.Fprintf(&b, "run %s: scenario %s%s, seed %d\n", res.RunID, res.Scenario, agent, res.Seed)
+	fmt.Fprintf(&b, "verdict: %s (%s)\n", strings.ToUpper(res.Verdict), res.Reason)
+	fmt.Fprintf(&b, "attempts: %d   steps completed: %d   agent's claim: %s\n", res.Attempts, res.StepsCompleted, res.Outcome)
+	fmt.Fprintf(&b, "time: %s wall, %s virtual\n", time.Duration(res.WallMS)*time.Millisecond, time.Duration(res.VirtualMS)*time.Millisecond)
+	if len(res.Faults) == 0 {
+		b.WriteString("faults: none\n")
+	} else {
+		b.WriteString("faults:\n")
+		tw := tabwriter.NewWriter(&b, 2, 4, 2, ' ', 0)
+		for _, f := range res.Faults {
+			state := "never fired"
+			if f.Applied && f.AppliedVirtualMS != nil {
+				state = fmt.Sprintf("fired at +%s virtual, in attempt %d", time.Duration(*f.AppliedVirtualMS)*time.Millisecond, f.Attempt)
+			}
+			fmt.Fprintf(tw, "  %s\t%s\n", f.Spec, state)
+		}
+		tw.Flush()
+	}
+	if l := res.LLM; l != nil {
+		what := l.Provider + ":" + l.Model
+		if l.TestDouble {
+			what = "scripted (a deterministic test double driven by the scenario's rules, not a real model)"
+		}
+		fmt.Fprintf(&b, "LLM: %s; %d calls, %d prompt + %d completion tokens, $%.4f\n", what, l.Calls, l.PromptTokens, l.CompletionTokens, l.CostUSD)
+	}
+	e := res.Effects
+	fmt.Fprintf(&b, "effects: %d executed, %d deduplicated, %d duplicates, %d unknown, %d unkeyed\n",
+		e.Executed, e.Deduplicated, e.Duplicates, e.Unknown, e.Unkeyed)
+	b.WriteString("invariants:\n")
+	tw := tabwriter.NewWriter(&b, 2, 4, 2, ' ', 0)
+	for _, ir := range res.Invariants {
+		fmt.Fprintf(tw, "  %s\t%s\t(%s)\t%s\n", ir.Verdict, ir.Name, ir.Kind, ir.Detail)
+	}
+	tw.Flush()
+	fmt.Fprintf(&b, "history digest: %s\n", res.HistoryDigest)
+	_, err := io.WriteString(w, b.String())
+	return err
+}

@@ -1,0 +1,171 @@
+// Package history owns the journal's schema for runs: the key spaces, the
+// typed records stored under them, a Writer that puts them, and a Reader
+// that offers a typed, read-only view of a run — its record, attempts,
+// checkpoints, effects, faults (with the evidence judged from), LLM
+// exchanges, events, the world's ledger and each attempt's logs.
+//
+// Nothing outside this package knows a key or scans a prefix: the harness
+// writes through Writer, and everything that reads a run (the CLI, the
+// judge, shrink, reflection, reports) reads through Reader.
+package history
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/overnight-dev/overnight/harness/journal"
+	"github.com/overnight-dev/overnight/scenarios/world"
+)
+
+// Key spaces of a run in the journal. Every key of a run starts with one of
+// these prefixes followed by the run id and a slash.
+const (
+	prefixRun        = "run/"   // run/<id> -> RunRecord
+	prefixAttempt    = "att/"   // att/<id>/<n> -> AttemptRecord
+	prefixEvent      = "ev/"    // ev/<id>/<seq> -> EventRecord (append-only)
+	prefixCheckpoint = "cp/"    // cp/<id>/<seq> -> CheckpointRecord
+	prefixEffect     = "fx/"    // fx/<id>/<effect id> -> EffectRecord (intent, then result)
+	prefixFault      = "fault/" // fault/<id>/<index> -> FaultRecord
+	prefixClock      = "clock/" // clock/<id> -> ClockRecord
+	prefixDone       = "done/"  // done/<id> -> DoneRecord
+	prefixLLM        = "llm/"   // llm/<id>/<seq> -> LLMRecord
+	prefixWorld      = "world/" // world/<id>/... -> the world's own key space
+)
+
+func seqKey(prefix, runID string, n int64) []byte {
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], uint64(n))
+	return []byte(prefix + runID + "/" + hex.EncodeToString(b[:]))
+}
+
+func runKey(id string) []byte   { return []byte(prefixRun + id) }
+func clockKey(id string) []byte { return []byte(prefixClock + id) }
+func doneKey(id string) []byte  { return []byte(prefixDone + id) }
+func runPrefix(prefix, id string) []byte {
+	return []byte(prefix + id + "/")
+}
+
+// Effect identities: agent keys and unkeyed effects live in separate spaces.
+
+// KeyedID is the identity of an effect the agent sent with key.
+func KeyedID(key string) string { return "k/" + key }
+
+// UnkeyedID is the identity of the n-th effect sent without a key.
+func UnkeyedID(n int) string { return fmt.Sprintf("u/%d", n) }
+
+// EffectLabel is an effect identity as a person reads it.
+func EffectLabel(id string) string {
+	if n, ok := strings.CutPrefix(id, "u/"); ok {
+		return "unkeyed #" + n
+	}
+	return strings.TrimPrefix(id, "k/")
+}
+
+// Entry is one record and the key it lives under, for Writer.Put.
+type Entry struct {
+	key []byte
+	v   any
+}
+
+// RunEntry is a run's header.
+func RunEntry(rec RunRecord) Entry { return Entry{runKey(rec.ID), rec} }
+
+// AttemptEntry is attempt a of run id.
+func AttemptEntry(id string, a AttemptRecord) Entry {
+	return Entry{seqKey(prefixAttempt, id, int64(a.N)), a}
+}
+
+// EventEntry is one event of run id's trajectory.
+func EventEntry(id string, ev EventRecord) Entry { return Entry{seqKey(prefixEvent, id, ev.Seq), ev} }
+
+// CheckpointEntry is one checkpoint of run id.
+func CheckpointEntry(id string, cp CheckpointRecord) Entry {
+	return Entry{seqKey(prefixCheckpoint, id, cp.Seq), cp}
+}
+
+// EffectEntry is one effect of run id.
+func EffectEntry(id string, e *EffectRecord) Entry {
+	return Entry{[]byte(prefixEffect + id + "/" + e.ID), e}
+}
+
+// FaultEntry is one fault of run id's schedule.
+func FaultEntry(id string, f FaultRecord) Entry {
+	return Entry{seqKey(prefixFault, id, int64(f.Index)), f}
+}
+
+// ClockEntry is run id's virtual clock.
+func ClockEntry(id string, c ClockRecord) Entry { return Entry{clockKey(id), c} }
+
+// DoneEntry is the agent's claim in run id.
+func DoneEntry(id string, d DoneRecord) Entry { return Entry{doneKey(id), d} }
+
+// LLMEntry is one LLM exchange of run id.
+func LLMEntry(id string, rec LLMRecord) Entry { return Entry{seqKey(prefixLLM, id, rec.Seq), rec} }
+
+func (e Entry) encode() (journal.Entry, error) {
+	b, err := json.Marshal(e.v)
+	if err != nil {
+		return journal.Entry{}, fmt.Errorf("encode %s: %w", e.key, err)
+	}
+	return journal.Entry{Key: e.key, Value: b}, nil
+}
+
+// Writer puts records into the journal: each Put is one durable commit.
+type Writer struct{ j *journal.Journal }
+
+// NewWriter writes through j.
+func NewWriter(j *journal.Journal) *Writer { return &Writer{j: j} }
+
+// Put writes entries in one durable commit: all of them or none.
+func (w *Writer) Put(ctx context.Context, entries ...Entry) error {
+	es := make([]journal.Entry, 0, len(entries))
+	for _, e := range entries {
+		je, err := e.encode()
+		if err != nil {
+			return err
+		}
+		es = append(es, je)
+	}
+	return w.j.Commit(ctx, es...)
+}
+
+// PutBlob stores a large payload (a scenario, a state, logs) and returns
+// its hash, by which records refer to it.
+func (w *Writer) PutBlob(ctx context.Context, data []byte) (string, error) {
+	return w.j.PutBlob(ctx, data)
+}
+
+// WorldStore is the durable key space of run id's world: every world
+// commit is one durable journal commit. An isolated run's world lives in
+// the isolated run's own key space, never its parent's.
+func (w *Writer) WorldStore(id string) (world.Store, []byte) {
+	return worldStore{w.j}, []byte(prefixWorld + id + "/")
+}
+
+// worldStore is the journal as a world's store.
+type worldStore struct{ j *journal.Journal }
+
+func (s worldStore) Commit(ctx context.Context, entries ...world.Entry) error {
+	es := make([]journal.Entry, len(entries))
+	for i, e := range entries {
+		es[i] = journal.Entry{Key: e.Key, Value: e.Value}
+	}
+	return s.j.Commit(ctx, es...)
+}
+
+func (s worldStore) Get(key []byte) ([]byte, error) {
+	v, err := s.j.Get(key)
+	if errors.Is(err, journal.ErrNotFound) {
+		return nil, fmt.Errorf("%w: %s", world.ErrNotFound, key)
+	}
+	return v, err
+}
+
+func (s worldStore) Scan(prefix []byte, fn func(key, value []byte) error) error {
+	return s.j.Scan(prefix, fn)
+}

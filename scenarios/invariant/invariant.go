@@ -1,0 +1,324 @@
+// Package invariant is the one registry of the invariants a scenario may
+// list: each with its name, its kind (always, sometimes, eventually) and its
+// judge. Scenario validation takes the names from it, and the harness's
+// judge runs its judges.
+//
+// A judge reads Evidence — the world itself (its own ledger and state, never
+// the agent's claims) and the facts of the run's journal — and must not
+// change anything. Adding an invariant is one Invariant registered in
+// Default.
+package invariant
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/overnight-dev/overnight/sandbox/protocol"
+	"github.com/overnight-dev/overnight/scenarios/world"
+)
+
+// Kind is what an invariant promises.
+type Kind string
+
+// Kinds.
+const (
+	Always     Kind = "always"     // safety: must hold over the whole history
+	Sometimes  Kind = "sometimes"  // coverage: must have happened at least once
+	Eventually Kind = "eventually" // liveness: must hold by the end
+)
+
+// Verdicts of a judgement.
+const (
+	Pass    = "pass"
+	Fail    = "fail"
+	Unknown = "unknown"
+)
+
+// Names of the invariants this version ships.
+const (
+	NoDuplicateEffects = "no-duplicate-effects"
+	GoalReached        = "goal-reached"
+	NoLostProgress     = "no-lost-progress"
+	EffectsResolved    = "effects-resolved"
+	FaultsFired        = "faults-fired"
+)
+
+// Judgement is a judge's answer.
+type Judgement struct {
+	Verdict string // Pass, Fail or Unknown
+	Detail  string // the evidence, for a person
+}
+
+// Invariant is one checkable property of a run.
+type Invariant struct {
+	Name string
+	Kind Kind
+	// Doc says what it is judged from, for a person (README, `overnight
+	// scenarios`).
+	Doc string
+	// Judge judges the run from the evidence. An error means the evidence
+	// could not be read (the world's store failed), not a failed invariant.
+	Judge func(ctx context.Context, ev *Evidence) (Judgement, error)
+	// WhenFaults marks an invariant added to every run that schedules
+	// faults, whether the scenario lists it or not.
+	WhenFaults bool
+}
+
+// Evidence is what judges read.
+type Evidence struct {
+	World       world.World     // the run's world: its state and ledger
+	Task        json.RawMessage // the scenario's task
+	Checkpoints []Checkpoint    // in order
+	Effects     []Effect        // in the order they were first asked for
+	Faults      []Fault         // the schedule, in order
+	Done        *Done           // nil: the agent claimed nothing
+	// VirtualStart is where the run's virtual clock started.
+	VirtualStart time.Time
+	// Recovery bounds the virtual time from the last fault's heal to the
+	// agent's world-confirmed success (0: no bound).
+	Recovery time.Duration
+	// Label names an effect identity (the tag the world keeps) for a person.
+	Label func(id string) string
+}
+
+// Checkpoint is one durable checkpoint.
+type Checkpoint struct{ Attempt, Step int }
+
+// Effect is one effect of the run.
+type Effect struct {
+	ID      string // the identity the world tags its resources with
+	InDoubt bool   // no known outcome: an intent without a result, or unknown
+}
+
+// Fault is one scheduled fault and what became of it.
+type Fault struct {
+	Spec          string
+	Applied       bool
+	Error         string // why it fired but could not be injected
+	Met           bool
+	MetDetail     string
+	HealedVirtual time.Time
+}
+
+// Done is the agent's claim.
+type Done struct {
+	Outcome string
+	Virtual time.Time
+}
+
+// Registry holds invariants by name. Registration is explicit.
+type Registry struct {
+	byName map[string]Invariant
+	order  []string
+}
+
+// NewRegistry returns an empty registry.
+func NewRegistry() *Registry { return &Registry{byName: map[string]Invariant{}} }
+
+// Register adds an invariant; a name registered twice, or one without a
+// kind or judge, panics (a programming error).
+func (r *Registry) Register(inv Invariant) {
+	if _, dup := r.byName[inv.Name]; dup {
+		panic("invariant: " + inv.Name + " registered twice")
+	}
+	if inv.Kind == "" || inv.Judge == nil {
+		panic("invariant: " + inv.Name + " needs a kind and a judge")
+	}
+	r.byName[inv.Name] = inv
+	r.order = append(r.order, inv.Name)
+}
+
+// Lookup returns the invariant called name.
+func (r *Registry) Lookup(name string) (Invariant, bool) {
+	inv, ok := r.byName[name]
+	return inv, ok
+}
+
+// Names lists the invariants in registration order.
+func (r *Registry) Names() []string { return append([]string(nil), r.order...) }
+
+// All lists the invariants in registration order.
+func (r *Registry) All() []Invariant {
+	out := make([]Invariant, len(r.order))
+	for i, n := range r.order {
+		out[i] = r.byName[n]
+	}
+	return out
+}
+
+// Judge runs the judge of the invariant called name.
+func (r *Registry) Judge(ctx context.Context, name string, ev *Evidence) (Judgement, error) {
+	inv, ok := r.byName[name]
+	if !ok {
+		return Judgement{Unknown, "this version of overnight cannot check it"}, nil
+	}
+	return inv.Judge(ctx, ev)
+}
+
+// Defaults are the invariants a scenario checks when it lists none.
+func Defaults() []string { return []string{NoDuplicateEffects, GoalReached, NoLostProgress} }
+
+var defaultRegistry = func() *Registry {
+	r := NewRegistry()
+	r.Register(Invariant{Name: NoDuplicateEffects, Kind: Always, Judge: noDuplicateEffects,
+		Doc: "the world's ledger: no resource of a non-idempotent kind created twice under one name"})
+	r.Register(Invariant{Name: GoalReached, Kind: Eventually, Judge: goalReached,
+		Doc: "the world's state, not the agent's claim (and, with limits.recovery, the time to recover after the last fault)"})
+	r.Register(Invariant{Name: NoLostProgress, Kind: Always, Judge: noLostProgress,
+		Doc: "the checkpoints: no attempt went back behind a step that was durable when it started"})
+	r.Register(Invariant{Name: EffectsResolved, Kind: Always, Judge: effectsResolved,
+		Doc: "the effect journal: no effect left in doubt (unknown if any)"})
+	r.Register(Invariant{Name: FaultsFired, Kind: Sometimes, Judge: faultsFired, WhenFaults: true,
+		Doc: "the fault log: every scheduled fault fired, was injected and met the agent (unknown otherwise)"})
+	return r
+}()
+
+// Default returns the registry of the invariants this version ships.
+func Default() *Registry { return defaultRegistry }
+
+func noDuplicateEffects(ctx context.Context, ev *Evidence) (Judgement, error) {
+	dups, err := ev.World.Duplicates(ctx)
+	if err != nil {
+		return Judgement{}, err
+	}
+	if len(dups) == 0 {
+		return Judgement{Pass, "the world shows every resource of a non-idempotent kind created once"}, nil
+	}
+	var parts []string
+	for _, d := range dups {
+		var keys []string
+		for _, k := range d.Keys {
+			keys = append(keys, ev.label(k))
+		}
+		parts = append(parts, fmt.Sprintf("%s %q created %d times (%s, by %s)", d.Kind, d.Name, d.Count, strings.Join(d.IDs, ", "), strings.Join(keys, ", ")))
+	}
+	return Judgement{Fail, strings.Join(parts, "; ")}, nil
+}
+
+func (ev *Evidence) label(id string) string {
+	if ev.Label == nil {
+		return id
+	}
+	return ev.Label(id)
+}
+
+func goalReached(ctx context.Context, ev *Evidence) (Judgement, error) {
+	var j Judgement
+	chk, err := ev.World.CheckGoal(ctx, ev.Task)
+	switch {
+	case err != nil:
+		j = Judgement{Unknown, err.Error()}
+	case chk.OK:
+		j = Judgement{Pass, chk.Detail}
+	default:
+		j = Judgement{Fail, chk.Detail}
+	}
+	done := ev.Done
+	if j.Verdict == Pass && done != nil && done.Outcome != protocol.OutcomeSuccess {
+		j.Detail += " (although the agent reported failure)"
+	}
+	if j.Verdict == Fail && done != nil && done.Outcome == protocol.OutcomeSuccess {
+		j.Detail = "the agent claimed success, but the world disagrees: " + j.Detail
+	}
+	if j.Verdict == Pass && ev.Recovery > 0 {
+		j = recoveredInTime(j.Detail, ev)
+	}
+	return j, nil
+}
+
+// recoveredInTime checks the eventually-bound: the agent reported its
+// (world-confirmed) success within the bound of virtual time after the last
+// fault healed.
+func recoveredInTime(detail string, ev *Evidence) Judgement {
+	var last time.Time
+	for _, f := range ev.Faults {
+		if f.Applied && f.HealedVirtual.After(last) {
+			last = f.HealedVirtual
+		}
+	}
+	if last.IsZero() {
+		last = ev.VirtualStart
+	}
+	if ev.Done == nil {
+		return Judgement{Unknown, detail + "; the agent never reported done, so the time to recover is unknown"}
+	}
+	took, bound := ev.Done.Virtual.Sub(last), ev.Recovery
+	if took > bound {
+		return Judgement{Fail, fmt.Sprintf("%s, but only %s after the last fault healed (bound %s)", detail, took, bound)}
+	}
+	return Judgement{Pass, fmt.Sprintf("%s, %s after the last fault healed (bound %s)", detail, max(took, 0), bound)}
+}
+
+// noLostProgress checks that no attempt went back behind a step that was
+// already durable when it started: the first checkpoint of every attempt
+// is at or beyond the highest step checkpointed before it.
+func noLostProgress(_ context.Context, ev *Evidence) (Judgement, error) {
+	best, bestAttempt := 0, 0
+	seen := map[int]bool{}
+	for _, c := range ev.Checkpoints {
+		if !seen[c.Attempt] {
+			seen[c.Attempt] = true
+			if c.Attempt != bestAttempt && c.Step < best {
+				return Judgement{Fail, fmt.Sprintf("attempt %d checkpointed step %d after step %d was already durable (attempt %d): it started over and lost its progress",
+					c.Attempt, c.Step, best, bestAttempt)}, nil
+			}
+		}
+		if c.Step >= best {
+			best, bestAttempt = c.Step, c.Attempt
+		}
+	}
+	return Judgement{Pass, fmt.Sprintf("%d checkpoints over %d attempts never went back (last step %d)", len(ev.Checkpoints), len(seen), best)}, nil
+}
+
+func effectsResolved(_ context.Context, ev *Evidence) (Judgement, error) {
+	var keys []string
+	for _, e := range ev.Effects {
+		if e.InDoubt {
+			keys = append(keys, ev.label(e.ID))
+		}
+	}
+	if len(keys) > 0 {
+		return Judgement{Unknown, fmt.Sprintf("%d effects in doubt: %s", len(keys), strings.Join(keys, ", "))}, nil
+	}
+	return Judgement{Pass, fmt.Sprintf("all %d effects have a known outcome", len(ev.Effects))}, nil
+}
+
+func faultsFired(_ context.Context, ev *Evidence) (Judgement, error) {
+	var missed, failed, unmet []string
+	for _, f := range ev.Faults {
+		switch {
+		case !f.Applied:
+			missed = append(missed, f.Spec)
+		case f.Error != "":
+			failed = append(failed, fmt.Sprintf("%s (%s)", f.Spec, f.Error))
+		case !f.Met:
+			unmet = append(unmet, fmt.Sprintf("%s (%s)", f.Spec, f.MetDetail))
+		}
+	}
+	var why []string
+	if len(missed) > 0 {
+		why = append(why, "never fired, so the run did not test them: "+strings.Join(missed, ", "))
+	}
+	if len(failed) > 0 {
+		why = append(why, "fired but could not be injected: "+strings.Join(failed, ", "))
+	}
+	if len(unmet) > 0 {
+		why = append(why, "fired but the agent never met them: "+strings.Join(unmet, ", "))
+	}
+	if len(why) > 0 {
+		return Judgement{Unknown, strings.Join(why, "; ")}, nil
+	}
+	return Judgement{Pass, fmt.Sprintf("all %d scheduled faults fired and the agent met each", len(ev.Faults))}, nil
+}
+
+// Quoted lists names quoted and comma-separated, for messages.
+func Quoted(names []string) string {
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = fmt.Sprintf("%q", n)
+	}
+	return strings.Join(q, ", ")
+}
