@@ -68,6 +68,10 @@ type Evidence struct {
 	LinkHits int64 `json:"link_hits,omitempty"`
 	// LLM is the follow-up an LLM fault still waits for (MetByLLMFollowUp).
 	LLM *LLMWait `json:"llm,omitempty"`
+	// Spent says a one-shot toxic (a path fault without /DURATION) acted on
+	// the call it was waiting for. One that fired but is not spent when the
+	// harness dies waits for the next call again after the resume.
+	Spent bool `json:"spent,omitempty"`
 }
 
 // Judgement is a rule's answer: whether the agent met the fault, and why.

@@ -165,6 +165,11 @@ type Kind struct {
 	Severity int `json:"severity,omitempty"`
 	// MetBy says what shows that the agent really met a fault of the kind.
 	MetBy MetBy `json:"met_by"`
+	// PerAttempt marks lasting kinds that act on the agent's container:
+	// while one lasts, every new attempt's container meets it too — after a
+	// kill, a restart or the harness's own crash — so that a frozen agent
+	// or a cut sandbox network outlives the process it first hit.
+	PerAttempt bool `json:"per_attempt,omitempty"`
 	// NeedsNetwork marks kinds that act on the sandbox network a scenario
 	// gives its agent (sandbox: {network: internal}); a run of a scenario
 	// without one refuses them before it starts.

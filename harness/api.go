@@ -103,6 +103,12 @@ func (h *Harness) Run(ctx context.Context, req RunRequest) (*Result, error) {
 	if req.Scenario == nil {
 		return nil, errors.New("run: no scenario")
 	}
+	return h.start(ctx, req)
+}
+
+// start checks a request, prepares its sandbox image, records the run and
+// drives it.
+func (h *Harness) start(ctx context.Context, req RunRequest) (*Result, error) {
 	if err := h.Check(req.Scenario); err != nil {
 		return nil, err
 	}

@@ -65,9 +65,6 @@ func (c *virtualClock) reached() bool {
 // span is the run's virtual length, start to horizon.
 func (c *virtualClock) span() time.Duration { return c.horizon.Sub(c.start) }
 
-// since is how far virtual time has come, as a person reads it.
-func (c *virtualClock) since() string { return chaos.FormatDuration(c.now.Sub(c.start)) }
-
 // set moves the clock forward, durably.
 func (c *virtualClock) set(ctx context.Context, t time.Time) error {
 	if !t.After(c.now) {

@@ -274,7 +274,7 @@ func (p *effectPath) applyToxic(ctx context.Context) *world.Outcome {
 		p.toxic = chaos.EffectToxic{}
 		p.r.faults.reapplyTop(chaos.PathEffect)
 	}
-	p.r.faults.hitEffect(ctx, by, p.intents)
+	p.r.faults.hitEffect(ctx, by, p.intents, tx.Once)
 	if tx.Slow > 0 {
 		time.Sleep(min(tx.Slow, chaos.MaxEffectSlow))
 	}

@@ -60,6 +60,7 @@ type faultEngine struct {
 	faults []*faultState
 	stacks map[string][]*faultState // active faults per path, newest last
 	firing *faultState              // the fault being injected, for the Target's evidence
+	again  bool                     // the fault being injected acted before (a resume, a new attempt)
 }
 
 // newFaultEngine turns a run's fault records back into live faults.
@@ -125,7 +126,6 @@ func (e *faultEngine) fire(ctx context.Context, f *faultState) {
 		return
 	}
 	e.host.event(ctx, "harness.fault", fmt.Sprintf("fault %s applied (attempt %d)", f.rec.Spec, f.rec.AppliedAttempt), map[string]any{"fault": f.rec.Spec})
-	e.host.progress("fault %s applied at +%s virtual (attempt %d)", f.rec.Spec, chaos.FormatDuration(now.Sub(e.host.virtualStart())), f.rec.AppliedAttempt)
 	path := f.kind.Path
 	stacked := path != "" && f.spec.Duration > 0
 	covered := false
@@ -158,6 +158,8 @@ func (e *faultEngine) fire(ctx context.Context, f *faultState) {
 		f.rec.State = sf.State()
 	}
 	e.save(ctx, f)
+	// Said once the fault acts and what it did is durable.
+	e.host.progress("fault %s applied at +%s virtual (attempt %d)", f.rec.Spec, chaos.FormatDuration(now.Sub(e.host.virtualStart())), f.rec.AppliedAttempt)
 }
 
 // injectFailed records that f fired but could not act: it tested nothing.
@@ -270,6 +272,8 @@ func (e *faultEngine) suspend(f *faultState) {
 // (or when Ctrl-C undid them) act again on this process's link, effect path
 // and LLM path, until they heal on schedule.
 func (e *faultEngine) resume(ctx context.Context) {
+	e.again = true
+	defer func() { e.again = false }()
 	for _, f := range e.faults {
 		if path := f.kind.Path; f.active && path != "" {
 			e.stacks[path] = append(e.stacks[path], f)
@@ -279,6 +283,38 @@ func (e *faultEngine) resume(ctx context.Context) {
 		if f := e.top(path); f != nil {
 			if err := e.inject(ctx, f); err != nil {
 				e.log.Warn("re-apply fault", "fault", f.rec.Spec, "err", err)
+			}
+		}
+	}
+	// A one-shot toxic that fired but had not acted when the harness died
+	// waits for the next call again; so does an LLM one whose follow-up
+	// the agent had not made: only the attempt that heard it could make
+	// it, and that attempt is gone.
+	for _, f := range e.faults {
+		if f.kind.Path == "" || !f.rec.Applied || f.spec.Duration != 0 || f.rec.Error != "" {
+			continue
+		}
+		if f.rec.Evidence.LLM != nil && !f.rec.Met {
+			f.rec.Evidence.LLM, f.rec.Evidence.Spent = nil, false
+			e.save(ctx, f)
+		}
+		if !f.rec.Evidence.Spent {
+			if err := e.inject(ctx, f); err != nil {
+				e.log.Warn("re-apply fault", "fault", f.rec.Spec, "err", err)
+			}
+		}
+	}
+}
+
+// reapplyToAttempt makes the active faults that act on the agent's
+// container (chaos.Kind.PerAttempt) act on the new attempt's one too.
+func (e *faultEngine) reapplyToAttempt(ctx context.Context) {
+	e.again = true
+	defer func() { e.again = false }()
+	for _, f := range e.faults {
+		if f.active && f.kind.PerAttempt {
+			if err := e.inject(ctx, f); err != nil {
+				e.log.Warn("re-apply fault to the new attempt", "fault", f.rec.Spec, "err", err)
 			}
 		}
 	}
@@ -388,23 +424,37 @@ func (e *faultEngine) downUntil() time.Time {
 	return until
 }
 
-// hitEffect credits path's toxic fault with hitting the n-th effect.
-func (e *faultEngine) hitEffect(ctx context.Context, f *faultState, n int) {
-	if f == nil || f.rec.Met {
+// hitEffect credits the effect path's toxic fault with hitting the n-th
+// effect; once says its one-shot toxic is spent by it.
+func (e *faultEngine) hitEffect(ctx context.Context, f *faultState, n int, once bool) {
+	if f == nil || (f.rec.Met && (!once || f.rec.Evidence.Spent)) {
 		return
 	}
-	j := chaos.HitEffect(n)
-	f.rec.Met, f.rec.MetDetail = j.Met, j.Detail
+	if !f.rec.Met {
+		j := chaos.HitEffect(n)
+		f.rec.Met, f.rec.MetDetail = j.Met, j.Detail
+	}
+	f.rec.Evidence.Spent = f.rec.Evidence.Spent || once
 	e.save(ctx, f)
 }
 
-// awaitLLM notes (durably) the follow-up that would show the agent met f.
-func (e *faultEngine) awaitLLM(ctx context.Context, f *faultState, w chaos.LLMWait) {
-	if f == nil || f.rec.Met || f.rec.Evidence.LLM != nil {
+// hitLLM notes, in one durable write, that f's toxic hit an LLM call: the
+// follow-up that would show the agent met it (w, when there is one to wait
+// for), and, for a one-shot toxic (once), that it is spent.
+func (e *faultEngine) hitLLM(ctx context.Context, f *faultState, w *chaos.LLMWait, once bool) {
+	if f == nil {
 		return
 	}
-	f.rec.Evidence.LLM = &w
-	e.save(ctx, f)
+	changed := false
+	if w != nil && !f.rec.Met && f.rec.Evidence.LLM == nil {
+		f.rec.Evidence.LLM, changed = w, true
+	}
+	if once && !f.rec.Evidence.Spent {
+		f.rec.Evidence.Spent, changed = true, true
+	}
+	if changed {
+		e.save(ctx, f)
+	}
 }
 
 // settleLLM marks the LLM faults whose evidence a new LLM call is.

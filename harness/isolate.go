@@ -114,25 +114,7 @@ func (h *Harness) Isolated(ctx context.Context, req IsolatedRequest) (*Result, e
 	rr.prepare = func(ctx context.Context, id string) ([]history.Entry, error) {
 		return h.fork(ctx, parent, id, from, cps, worldSeq)
 	}
-	if err := h.Check(scen); err != nil {
-		return nil, err
-	}
-	agentSpec, err := scen.SelectAgent(parent.Agent)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := h.model(scen, llmSpec); err != nil {
-		return nil, err
-	}
-	plan, err := h.plan(ctx, agentSpec)
-	if err != nil {
-		return nil, err
-	}
-	id, err := h.create(ctx, rr)
-	if err != nil {
-		return nil, err
-	}
-	return h.drive(ctx, id, plan)
+	return h.start(ctx, rr)
 }
 
 // fork makes run id stand where parent stood at checkpoint from: its

@@ -24,7 +24,7 @@ func readLayers() map[string]int {
 	defer f.Close()
 	layers := map[string]int{}
 	in := false
-	row := regexp.MustCompile("^\\| ([0-9]+) \\| (.*) \\|$")
+	row := regexp.MustCompile(`^\| ([0-9]+) \| (.*) \|$`)
 	pkg := regexp.MustCompile("`([^`]+)`")
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {

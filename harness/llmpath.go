@@ -184,7 +184,7 @@ func (p *llmPath) chat(ctx context.Context, c gateway.Caller, req protocol.ChatR
 	if faultErr != nil {
 		rec.Status, rec.Error, rec.Code, rec.Fault = faultErr.Status, faultErr.Message, faultErr.Code, "llm-"+tx.Kind
 		rec.RetryAfterMS = faultErr.RetryAfter.Milliseconds()
-		r.faults.awaitLLM(dctx, by, chaos.LLMWait{Kind: tx.Kind, Call: call, After: r.clock.now.Add(tx.RetryAfter)})
+		r.faults.hitLLM(dctx, by, &chaos.LLMWait{Kind: tx.Kind, Call: call, After: r.clock.now.Add(tx.RetryAfter)}, tx.Once)
 		err := p.save(dctx, &rec, canon, nil)
 		r.unlock()
 		if err != nil {
@@ -249,12 +249,14 @@ func (p *llmPath) chat(ctx context.Context, c gateway.Caller, req protocol.ChatR
 	case chaos.LLMTruncated:
 		truncate(&resp)
 		rec.Fault = "llm-truncated"
-		r.faults.awaitLLM(dctx, by, chaos.LLMWait{Kind: tx.Kind, Call: call, After: r.clock.now})
+		r.faults.hitLLM(dctx, by, &chaos.LLMWait{Kind: tx.Kind, Call: call, After: r.clock.now}, tx.Once)
 	case chaos.LLMMalformed:
+		var w *chaos.LLMWait
 		if id, ok := malform(&resp); ok {
 			rec.Fault = "llm-malformed-tool-call"
-			r.faults.awaitLLM(dctx, by, chaos.LLMWait{Kind: tx.Kind, Call: call, After: r.clock.now, CallID: id})
+			w = &chaos.LLMWait{Kind: tx.Kind, Call: call, After: r.clock.now, CallID: id}
 		}
+		r.faults.hitLLM(dctx, by, w, tx.Once)
 	}
 	rec.Status, rec.Usage = http.StatusOK, resp.Usage
 	switch {

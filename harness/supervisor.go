@@ -338,10 +338,14 @@ func (r *run) attempt(ctx context.Context, eng *sandbox.Engine, n int, plan sand
 		cleanup()
 		return fmt.Errorf("attempt %d: %w", n, err)
 	}
-	// Only a running container is something a fault can act on.
+	// Only a running container is something a fault can act on. A fresh
+	// container has not been idle: the clock's idle jump waits for it as
+	// for any agent that just made a request.
 	r.mu.Lock()
 	r.sup.container = sb.ID
-	r.mu.Unlock()
+	r.clock.lastActivity = time.Now()
+	r.faults.reapplyToAttempt(ctx)
+	r.unlock()
 	r.progress("attempt %d started (container %.12s)", n, sb.ID)
 	r.appendEvent(ctx, "harness.attempt", fmt.Sprintf("attempt %d started", n), map[string]any{"attempt": n})
 

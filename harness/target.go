@@ -36,9 +36,11 @@ func (t runTarget) container() (string, error) {
 	return t.r.sup.container, nil
 }
 
-// met credits the fault being injected with having hit the agent.
+// met credits the fault being injected with having hit the agent (the
+// first time it did: a fault acting again on a new attempt keeps its
+// evidence).
 func (t runTarget) met(detail string) {
-	if f := t.r.faults.firing; f != nil {
+	if f := t.r.faults.firing; f != nil && !f.rec.Met {
 		f.rec.Met, f.rec.MetDetail = true, detail
 	}
 }
@@ -52,7 +54,7 @@ func (t runTarget) met(detail string) {
 // attempt for reasons of its own (Ctrl-C, the horizon, a spent budget) is
 // no failure of the fault: it fired on a live container, which is gone.
 func (t runTarget) engineLater(ctx context.Context, fn func(context.Context, *sandbox.Engine) error, undo func()) {
-	r, f, n := t.r, t.r.faults.firing, t.r.sup.current
+	r, f, n, again := t.r, t.r.faults.firing, t.r.sup.current, t.r.faults.again
 	ctx = context.WithoutCancel(ctx)
 	r.afterUnlock(func() {
 		err := t.withEngine(ctx, fn)
@@ -63,6 +65,14 @@ func (t runTarget) engineLater(ctx context.Context, fn func(context.Context, *sa
 		defer r.unlock()
 		if r.sup.gone(n) {
 			r.log.Debug("an engine call of a fault found its attempt ended by the supervisor", "attempt", n, "err", err)
+			return
+		}
+		if again {
+			// It acted when it fired; acting again on a later attempt failed.
+			r.log.Warn("a fault could not act again", "fault", f.rec.Spec, "attempt", n, "err", err)
+			if undo != nil {
+				undo()
+			}
 			return
 		}
 		if undo != nil {
@@ -190,14 +200,20 @@ func (t runTarget) UnpauseAgent(ctx context.Context) error {
 	if id == "" {
 		return nil
 	}
+	t.undoLater(ctx, "thaw container", id, func(kctx context.Context, eng *sandbox.Engine) error { return eng.Unpause(kctx, id) })
+	return nil
+}
+
+// undoLater queues an engine call that undoes a fault, for when the run's
+// lock is released; a container that died meanwhile needs nothing, and any
+// other failure is logged (the fault heals in the journal all the same).
+func (t runTarget) undoLater(ctx context.Context, what, id string, fn func(context.Context, *sandbox.Engine) error) {
 	log := t.r.log
 	t.r.afterUnlock(func() {
-		err := t.withEngine(ctx, func(kctx context.Context, eng *sandbox.Engine) error { return eng.Unpause(kctx, id) })
-		if err != nil && !errors.Is(err, sandbox.ErrNotFound) {
-			log.Warn("thaw container", "container", id, "err", err)
+		if err := t.withEngine(ctx, fn); err != nil && !errors.Is(err, sandbox.ErrNotFound) {
+			log.Warn(what, "container", id, "err", err)
 		}
 	})
-	return nil
 }
 
 // CrashHarness implements chaos.Process: the harness SIGKILLs itself.
@@ -265,13 +281,8 @@ func (t runTarget) ReconnectSandbox(ctx context.Context) error {
 	if id == "" || id != sup.container {
 		return nil
 	}
-	network, log := t.r.network, t.r.log
-	t.r.afterUnlock(func() {
-		err := t.withEngine(ctx, func(kctx context.Context, eng *sandbox.Engine) error { return eng.Connect(kctx, network, id) })
-		if err != nil {
-			log.Warn("attach container to its network again", "container", id, "err", err)
-		}
-	})
+	network := t.r.network
+	t.undoLater(ctx, "attach container to its network again", id, func(kctx context.Context, eng *sandbox.Engine) error { return eng.Connect(kctx, network, id) })
 	return nil
 }
 

@@ -161,7 +161,7 @@ Exit codes: 0 pass, 1 fail, 2 unknown, 3 error.`,
 	root.PersistentPreRun = func(cmd *cobra.Command, _ []string) {
 		g.logger().Debug("overnight", "version", root.Version, "gomaxprocs", runtime.GOMAXPROCS(0), "command", cmd.Name())
 	}
-	root.AddCommand(runCmd(g), shrinkCmd(g), resumeCmd(g), runsCmd(g), logsCmd(g), gcCmd(g), faultsCmd(g), scenariosCmd(g))
+	root.AddCommand(runCmd(g), shrinkCmd(g), resumeCmd(g), runsCmd(g), logsCmd(g), gcCmd(g), faultsCmd(g), scenariosCmd(g), worldsCmd(g))
 
 	err := root.Execute()
 	if err == nil {

@@ -16,9 +16,10 @@ import (
 // changes, learning only from the world's own errors (their details). The
 // example agents keep what it learned in their checkpoints.
 type adapter struct {
-	c     *agent.Client
-	naive bool // send effects without keys
-	api   *apiKnowledge
+	c      *agent.Client
+	naive  bool // send effects without keys
+	giveUp bool // never correct a refusal: report it (errRefused)
+	api    *apiKnowledge
 	// advise proposes how to correct a refused request; default: read the
 	// world's error details directly.
 	advise func(ctx context.Context, kind string, args map[string]any, e *protocol.EffectError) (correction, error)
@@ -75,6 +76,9 @@ func (m *adapter) act(ctx context.Context, kind string, args map[string]any) (ma
 			wait = min(2*wait, time.Hour)
 			continue
 		}
+		if m.giveUp {
+			return nil, &errRefused{kind: k, err: res.Error}
+		}
 		if corrections++; corrections > 8 {
 			return nil, fmt.Errorf("%s: still refused after 8 corrections", kind)
 		}
@@ -94,6 +98,16 @@ func (m *adapter) act(ctx context.Context, kind string, args map[string]any) (ma
 		}
 		_ = m.c.Event(ctx, "adapt", fmt.Sprintf("%s: adapted to %s", k, res.Error.Code), m.api)
 	}
+}
+
+// errRefused is a permanent refusal an agent that does not adapt gives up on.
+type errRefused struct {
+	kind string
+	err  *protocol.EffectError
+}
+
+func (e *errRefused) Error() string {
+	return fmt.Sprintf("the world refused %s: %s (%s)", e.kind, e.err.Message, e.err.Code)
 }
 
 // correction is what to change so a refused request goes through: from

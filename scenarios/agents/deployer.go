@@ -56,6 +56,7 @@ func Deployer(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	naive := fs.Bool("naive", false, "never read the checkpoint back and send effects without keys (deliberately broken)")
 	delay := fs.Duration("step-delay", 0, "wait this long (real time) before each step, to watch or interrupt a run mid-way")
 	stubborn := fs.Bool("ignore-sigterm", false, "keep working after SIGTERM until SIGKILLed, as an agent that ignores shutdown requests does")
+	giveUp := fs.Bool("give-up", false, "never correct a request the world refuses: report done with outcome failure instead")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -67,7 +68,7 @@ func Deployer(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintln(stderr, "deployer:", err)
 		return 2
 	}
-	if err := deploy(ctx, c, *naive, *delay, stdout); err != nil {
+	if err := deploy(ctx, c, deployOptions{naive: *naive, delay: *delay, giveUp: *giveUp}, stdout); err != nil {
 		fmt.Fprintln(stderr, "deployer:", err)
 		if errors.Is(err, agent.ErrFenced) {
 			return 3
@@ -77,7 +78,15 @@ func Deployer(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	return 0
 }
 
-func deploy(ctx context.Context, c *agent.Client, naive bool, delay time.Duration, out io.Writer) error {
+// deployOptions are the deployer's variants.
+type deployOptions struct {
+	naive  bool          // never read the checkpoint back, send no keys
+	delay  time.Duration // before each step
+	giveUp bool          // report done(failure) on a refusal instead of correcting it
+}
+
+func deploy(ctx context.Context, c *agent.Client, o deployOptions, out io.Writer) error {
+	naive, delay := o.naive, o.delay
 	info, err := c.Run(ctx)
 	if err != nil {
 		return fmt.Errorf("read run: %w", err)
@@ -105,7 +114,7 @@ func deploy(ctx context.Context, c *agent.Client, naive bool, delay time.Duratio
 		_ = c.Event(ctx, "progress", fmt.Sprintf("resumed after step %d", step), nil)
 	}
 	p := &planner{c: c}
-	ad := &adapter{c: c, naive: naive, api: &st.API, advise: p.advise}
+	ad := &adapter{c: c, naive: naive, giveUp: o.giveUp, api: &st.API, advise: p.advise}
 	if len(st.Plan) != deploySteps {
 		// The model plans the deployment; the plan is kept in the
 		// checkpoint, so it is asked for once per run (again only when an
@@ -160,6 +169,16 @@ func deploy(ctx context.Context, c *agent.Client, naive bool, delay time.Duratio
 		case 5:
 			_, err = effect(cloud.KindSetDNS, map[string]any{"host": arg(4, "host"), "target": st.Endpoint})
 			st.DNS = task.DNS
+		}
+		var refused *errRefused
+		if errors.As(err, &refused) {
+			// It does not adapt: it says so, and stops.
+			claims := map[string]any{"step": next, "kind": refused.kind, "error": refused.err}
+			if err := c.Done(ctx, protocol.OutcomeFailure, fmt.Sprintf("step %d: %v", next, refused), claims); err != nil {
+				return fmt.Errorf("done: %w", err)
+			}
+			fmt.Fprintf(out, "step %d refused; giving up: %v\n", next, refused)
+			return nil
 		}
 		if err != nil {
 			return fmt.Errorf("step %d: %w", next, err)

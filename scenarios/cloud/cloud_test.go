@@ -8,6 +8,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
+	"github.com/overnight-dev/overnight/harness/history"
 	"github.com/overnight-dev/overnight/harness/journal"
 	"github.com/overnight-dev/overnight/scenarios/cloud"
 	"github.com/overnight-dev/overnight/scenarios/world"
@@ -15,11 +16,19 @@ import (
 
 var now = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
+// worldStore backs a world with a real Badger journal, as the harness does,
+// so these tests exercise real durable commits (the key space is the
+// prefix each test gives).
+func worldStore(j *journal.Journal) world.Store {
+	s, _ := history.NewWriter(j).WorldStore("")
+	return s
+}
+
 // open opens the cloud world on a real journal in dir.
 func open(dir string) (*journal.Journal, world.World) {
 	j, err := journal.Open(dir, journal.Options{})
 	Expect(err).NotTo(HaveOccurred())
-	w, err := cloud.Open(context.Background(), journalStore{j}, []byte("world/r1/"), nil)
+	w, err := cloud.Open(context.Background(), worldStore(j), []byte("world/r1/"), nil)
 	Expect(err).NotTo(HaveOccurred())
 	return j, w
 }
@@ -157,7 +166,7 @@ var _ = Describe("the cloud world", func() {
 	})
 
 	It("refuses options it does not know", func() {
-		_, err := cloud.Open(ctx, journalStore{j}, []byte("world/r2/"), map[string]any{"region": "mars"})
+		_, err := cloud.Open(ctx, worldStore(j), []byte("world/r2/"), map[string]any{"region": "mars"})
 		Expect(err).To(MatchError(ContainSubstring(`unknown option "region"`)))
 	})
 

@@ -18,7 +18,7 @@ func Definition() world.Definition {
 		Open:    Open,
 		Options: []world.Field{{Name: OptionGoal, Type: "string", Doc: "which goal goal-reached judges: " + strings.Join(goals, " or ") + " (default " + GoalDeployment + ")"}},
 		Versions: []world.Version{
-			{Name: V1, Summary: "the version every run starts in", Kinds: kindsV1},
+			{Name: V1, Summary: "the version every run starts in; create_* and deploy_* are not idempotent (a repeat makes a second resource)", Kinds: kindsV1},
 			{Name: V2, Summary: "after an api-version:v2 fault: database_id is renamed db_id; cloud.list answers 410 (use cloud.list_resources); create_snapshot requires retention_days; every mutating call needs an api_key from cloud.issue_api_key. Each refusal is a permanent 4xx whose details say what to change", Kinds: kindsV2},
 		},
 		Goals: []world.Goal{
