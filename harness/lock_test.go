@@ -1,0 +1,70 @@
+package harness
+
+import (
+	"context"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/overnight-dev/overnight/chaos"
+	"github.com/overnight-dev/overnight/sandbox"
+	"github.com/overnight-dev/overnight/scenarios"
+)
+
+// stuckEngine is a Docker engine whose kill hangs until released: the
+// unit-test fake for a slow engine (only ContainerKill is ever called).
+type stuckEngine struct {
+	sandbox.API
+	called  chan struct{}
+	release chan struct{}
+}
+
+func (e *stuckEngine) ContainerKill(ctx context.Context, id, signal string) error {
+	close(e.called)
+	select {
+	case <-e.release:
+	case <-ctx.Done():
+	}
+	return nil
+}
+
+var _ = Describe("the run's lock", func() {
+	It("is not held while a fault waits for the Docker engine: other requests of the run go on", func(ctx SpecContext) {
+		eng := &stuckEngine{called: make(chan struct{}), release: make(chan struct{})}
+		h, err := Open(ctx, Options{StateDir: GinkgoT().TempDir(), Docker: eng})
+		Expect(err).NotTo(HaveOccurred())
+		scen, err := scenarios.Parse("backend-test.yaml", []byte(backendScenario))
+		Expect(err).NotTo(HaveOccurred())
+		kill, err := chaos.ParseSpec("kill@step:1")
+		Expect(err).NotTo(HaveOccurred())
+		id, err := h.create(ctx, RunRequest{Scenario: scen, Faults: []chaos.Spec{kill}})
+		Expect(err).NotTo(HaveOccurred())
+		lr := liveRunOf(h, id)
+		old := lr.attempt()
+		cur := lr.attempt()
+		lr.r.mu.Lock()
+		lr.r.sup.container = "the-container" // attempt 2 runs (as far as the faults know)
+		lr.r.mu.Unlock()
+
+		done := make(chan error, 1)
+		go func() {
+			_, err := lr.sdk(cur).Checkpoint(context.Background(), 1, map[string]int{"x": 1})
+			done <- err
+		}()
+		Eventually(eng.called).WithTimeout(10 * time.Second).Should(BeClosed(), "the kill reached the engine")
+		// The engine is stuck in the kill; the run answers others meanwhile.
+		start := time.Now()
+		cp, err := lr.sdk(old).Resume(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(cp.Step).To(Equal(1), "the checkpoint was durable before the fault fired")
+		Expect(time.Since(start)).To(BeNumerically("<", 2*time.Second))
+		Consistently(done).WithTimeout(200*time.Millisecond).ShouldNot(Receive(), "the killed attempt hears nothing while the kill is under way")
+		close(eng.release)
+		lr.r.seenDead(2) // the container is gone: held replies may go
+		Eventually(done).WithTimeout(10 * time.Second).Should(Receive())
+		lr.r.mu.Lock()
+		defer lr.r.mu.Unlock()
+		Expect(lr.r.faults.faults[0].rec.Met).To(BeTrue(), lr.r.faults.faults[0].rec.MetDetail)
+	}, SpecTimeout(time.Minute))
+})
