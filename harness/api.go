@@ -45,6 +45,9 @@ type RunRequest struct {
 	// Started, if set, is called with the run id once the run is durable,
 	// before any container starts.
 	Started func(runID string)
+	// Extras are options for the run's extension (Options.Extension), such
+	// as the reflection loop's "lessons" mode; journaled with the run.
+	Extras map[string]string
 
 	// Set by Isolated for an isolated run.
 	isolation *history.Isolation

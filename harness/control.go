@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,8 +17,9 @@ import (
 )
 
 // ControlSocketName is the control socket in a state dir. While a process
-// owns the state dir (a run is live), other commands reach its runs and
-// logs through it: the journal itself admits one process at a time.
+// owns the state dir (a run is live), other commands reach its runs, logs
+// and held effects through it, and a person's gate decisions: the journal
+// itself admits one process at a time.
 const ControlSocketName = "control.sock"
 
 // maxSocketPath is the longest path a unix socket can be bound to on Linux
@@ -58,6 +60,26 @@ func (h *Harness) serveControl() *controlServer {
 		logs, err := h.Logs(r.PathValue("id"))
 		controlReply(w, map[string]any{"attempts": logs}, err)
 	})
+	mux.HandleFunc("GET /v1/runs/{id}/gate", func(w http.ResponseWriter, r *http.Request) {
+		held, err := h.Held(r.Context(), r.PathValue("id"))
+		controlReply(w, map[string]any{"held": nonNilHeld(held)}, err)
+	})
+	mux.HandleFunc("POST /v1/runs/{id}/gate/{decision}", func(w http.ResponseWriter, r *http.Request) {
+		var body struct {
+			Key string `json:"key"`
+			By  string `json:"by"`
+		}
+		err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&body)
+		if err == nil {
+			switch d := r.PathValue("decision"); d {
+			case "approve", "deny":
+				err = h.Decide(r.Context(), r.PathValue("id"), body.Key, d == "approve", body.By)
+			default:
+				err = fmt.Errorf("no gate decision %q: approve or deny", d)
+			}
+		}
+		controlReply(w, map[string]any{"ok": err == nil}, err)
+	})
 	c := &controlServer{path: path, l: l, srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}}
 	go func() { _ = c.srv.Serve(l) }()
 	return c
@@ -93,8 +115,11 @@ func controlReply(w http.ResponseWriter, v any, err error) {
 		var e controlError
 		e.Error.Code, e.Error.Message = "internal", err.Error()
 		status := http.StatusInternalServerError
-		if errors.Is(err, ErrRunNotFound) {
+		switch {
+		case errors.Is(err, ErrRunNotFound):
 			e.Error.Code, status = "not_found", http.StatusNotFound
+		case errors.Is(err, ErrNotHeld):
+			e.Error.Code, status = "not_held", http.StatusNotFound
 		}
 		w.WriteHeader(status)
 		_ = json.NewEncoder(w).Encode(e)
@@ -103,8 +128,15 @@ func controlReply(w http.ResponseWriter, v any, err error) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
+func nonNilHeld(h []HeldEffect) []HeldEffect {
+	if h == nil {
+		return []HeldEffect{}
+	}
+	return h
+}
+
 // Remote reads the runs of a state dir that another process owns, through
-// its control socket.
+// its control socket, and passes a person's gate decisions to it.
 type Remote struct {
 	state string
 	c     *http.Client
@@ -149,8 +181,41 @@ func (rm *Remote) Logs(ctx context.Context, runID string) ([]AttemptLog, error) 
 	return out.Attempts, err
 }
 
+// Held lists a run's effects waiting at its gate, as (*Harness).Held does
+// in the owning process.
+func (rm *Remote) Held(ctx context.Context, runID string) ([]HeldEffect, error) {
+	var out struct {
+		Held []HeldEffect `json:"held"`
+	}
+	err := rm.get(ctx, "/v1/runs/"+url.PathEscape(runID)+"/gate", &out)
+	return out.Held, err
+}
+
+// Decide approves or denies a held effect, as (*Harness).Decide does in the
+// owning process.
+func (rm *Remote) Decide(ctx context.Context, runID, key string, approve bool, by string) error {
+	decision := "deny"
+	if approve {
+		decision = "approve"
+	}
+	body, err := json.Marshal(map[string]string{"key": key, "by": by})
+	if err != nil {
+		return err
+	}
+	var out map[string]any
+	return rm.send(ctx, http.MethodPost, "/v1/runs/"+url.PathEscape(runID)+"/gate/"+decision, body, &out)
+}
+
 func (rm *Remote) get(ctx context.Context, path string, v any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://control"+path, nil)
+	return rm.send(ctx, http.MethodGet, path, nil, v)
+}
+
+func (rm *Remote) send(ctx context.Context, method, path string, body []byte, v any) error {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, "http://control"+path, rd)
 	if err != nil {
 		return err
 	}
@@ -159,21 +224,24 @@ func (rm *Remote) get(ctx context.Context, path string, v any) error {
 		return fmt.Errorf("ask the owner of %s: %w", rm.state, err)
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	answer, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {
 		return fmt.Errorf("read the answer of the owner of %s: %w", rm.state, err)
 	}
 	if resp.StatusCode != http.StatusOK {
 		var e controlError
-		if json.Unmarshal(body, &e) == nil && e.Error.Message != "" {
-			if e.Error.Code == "not_found" {
+		if json.Unmarshal(answer, &e) == nil && e.Error.Message != "" {
+			switch e.Error.Code {
+			case "not_found":
 				return &wrapped{e.Error.Message, ErrRunNotFound}
+			case "not_held":
+				return &wrapped{e.Error.Message, ErrNotHeld}
 			}
 			return errors.New(e.Error.Message)
 		}
 		return fmt.Errorf("the owner of %s answered %s", rm.state, resp.Status)
 	}
-	if err := json.Unmarshal(body, v); err != nil {
+	if err := json.Unmarshal(answer, v); err != nil {
 		return fmt.Errorf("the owner of %s answered: %w", rm.state, err)
 	}
 	return nil

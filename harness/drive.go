@@ -83,7 +83,11 @@ func (h *Harness) drive(ctx context.Context, runID string, plan sandboxPlan) (*R
 		delete(h.live, runID)
 		h.mu.Unlock()
 	}()
-	r, err := h.load(ctx, runID)
+	// The run's own context ends with this drive: what its extension
+	// started for it (a reflection under way) stops with it.
+	runCtx, endRun := context.WithCancel(ctx)
+	defer endRun()
+	r, err := h.load(runCtx, runID)
 	if err != nil {
 		return nil, err
 	}

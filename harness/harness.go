@@ -200,11 +200,20 @@ func (h *Harness) StateDir() string { return h.state }
 // History is the read-only view of the state dir's runs.
 func (h *Harness) History() *history.Reader { return h.history }
 
+// Writer writes records of the state dir's runs: for extensions (the
+// reflection loop journals its reflections, gate decisions and lessons
+// through it), never for a run's own records, which its drive writes.
+func (h *Harness) Writer() *history.Writer { return h.w }
+
 // Worlds is the registry of worlds scenarios may name.
 func (h *Harness) Worlds() *world.Registry { return h.opts.Worlds }
 
 // Faults is the fault catalog.
 func (h *Harness) Faults() *chaos.Registry { return h.opts.Faults }
+
+// Progressf prints one line for a person watching the harness (on
+// Options.Progress): for extensions that work alongside a run.
+func (h *Harness) Progressf(format string, args ...any) { h.progress(format, args...) }
 
 func (h *Harness) progress(format string, args ...any) {
 	if h.opts.Progress != nil {

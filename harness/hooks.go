@@ -3,6 +3,7 @@ package harness
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"time"
 
 	"github.com/overnight-dev/overnight/harness/history"
@@ -144,6 +145,60 @@ func (r *run) failed(f Failure) {
 		f.Attempt = r.sup.current
 	}
 	r.afterUnlock(func() { hook.Failed(context.Background(), f) })
+}
+
+// HeldEffect is an effect waiting at the gate.
+type HeldEffect struct {
+	Key    string          `json:"key"`
+	Kind   string          `json:"kind"`
+	Args   json.RawMessage `json:"args"`
+	Policy string          `json:"policy"`
+	Since  time.Time       `json:"since"`
+	// Waiting says what for: "a person" (approve) or the reflection's id
+	// (verify).
+	Waiting string `json:"waiting"`
+}
+
+// Approvals is implemented by an Extension whose gate holds effects for a
+// person to decide. The state dir's control socket, Held and Decide reach
+// it; while a run is not live, a decision is journaled and applies when the
+// effect reaches the gate again.
+type Approvals interface {
+	Held(ctx context.Context, h *Harness, runID string) ([]HeldEffect, error)
+	Decide(ctx context.Context, h *Harness, runID, key string, approve bool, by string) error
+}
+
+// ErrNotHeld is returned by Decide for a key no effect of the run is held
+// under.
+var ErrNotHeld = errors.New("no effect is held under that key")
+
+// ErrNoApprovals is returned by Held and Decide when no extension holds
+// effects for a person.
+var ErrNoApprovals = errors.New("no gate holds effects for a person in this harness")
+
+// Held lists the effects of a run waiting at its gate now.
+func (h *Harness) Held(ctx context.Context, runID string) ([]HeldEffect, error) {
+	if _, err := h.runRecord(runID); err != nil {
+		return nil, err
+	}
+	a, ok := h.opts.Extension.(Approvals)
+	if !ok {
+		return nil, ErrNoApprovals
+	}
+	return a.Held(ctx, h, runID)
+}
+
+// Decide approves or denies a held effect of a run (its idempotency key),
+// as the person by.
+func (h *Harness) Decide(ctx context.Context, runID, key string, approve bool, by string) error {
+	if _, err := h.runRecord(runID); err != nil {
+		return err
+	}
+	a, ok := h.opts.Extension.(Approvals)
+	if !ok {
+		return ErrNoApprovals
+	}
+	return a.Decide(ctx, h, runID, key, approve, by)
 }
 
 // fixedLessons hands every attempt the same lessons.

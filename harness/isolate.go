@@ -112,7 +112,9 @@ func (h *Harness) Isolated(ctx context.Context, req IsolatedRequest) (*Result, e
 		rr.Timeout = time.Duration(parent.Timeout)
 	}
 	rr.prepare = func(ctx context.Context, id string) ([]history.Entry, error) {
-		return h.fork(ctx, parent, id, from, cps, worldSeq)
+		entries, forked, err := h.fork(ctx, parent, id, from, cps, worldSeq)
+		rr.isolation.ForkedOrder = forked
+		return entries, err
 	}
 	return h.start(ctx, rr)
 }
@@ -123,26 +125,26 @@ func (h *Harness) Isolated(ctx context.Context, req IsolatedRequest) (*Result, e
 // effects the world had received by then (with their results, so that a
 // repeated key is answered from the journal as it would be in the parent),
 // and the virtual clock of the checkpoint.
-func (h *Harness) fork(ctx context.Context, parent history.RunRecord, id string, from history.CheckpointRecord, cps []history.CheckpointRecord, worldSeq int64) ([]history.Entry, error) {
+func (h *Harness) fork(ctx context.Context, parent history.RunRecord, id string, from history.CheckpointRecord, cps []history.CheckpointRecord, worldSeq int64) ([]history.Entry, int64, error) {
 	scen, err := h.history.Scenario(parent)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	real, err := h.history.World(ctx, parent, scen)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	state, err := h.opts.Worlds.StateAt(ctx, scen.World.Name, scen.World.Options, real, worldSeq)
 	if err != nil {
-		return nil, fmt.Errorf("the state of run %s's world at ledger entry %d: %w", parent.ID, worldSeq, err)
+		return nil, 0, fmt.Errorf("the state of run %s's world at ledger entry %d: %w", parent.ID, worldSeq, err)
 	}
 	store, prefix := h.w.WorldStore(id)
 	shadow, err := h.opts.Worlds.Open(ctx, scen.World.Name, store, prefix, scen.World.Options)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if err := world.Restore(ctx, shadow, state); err != nil {
-		return nil, fmt.Errorf("restore the shadow world of run %s: %w", id, err)
+		return nil, 0, fmt.Errorf("restore the shadow world of run %s: %w", id, err)
 	}
 	var entries []history.Entry
 	for _, c := range cps {
@@ -168,8 +170,9 @@ func (h *Harness) fork(ctx context.Context, parent history.RunRecord, id string,
 	}
 	effects, err := h.history.Effects(parent.ID)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
+	var forked int64
 	for _, e := range effects {
 		x := executed[e.ID]
 		if x == nil {
@@ -178,9 +181,10 @@ func (h *Harness) fork(ctx context.Context, parent history.RunRecord, id string,
 		e.Intents, e.Executions, e.Replays, e.Reconciled = x.n, x.n, 0, false
 		e.Status, e.Result, e.Error = x.out.Status, x.out.Result, x.out.Error
 		entries = append(entries, history.EffectEntry(id, &e))
+		forked = max(forked, e.Order)
 	}
 	if !from.Virtual.IsZero() {
 		entries = append(entries, history.ClockEntry(id, history.ClockRecord{Now: from.Virtual}))
 	}
-	return entries, nil
+	return entries, forked, nil
 }

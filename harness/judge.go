@@ -182,7 +182,61 @@ func (r *run) judge(ctx context.Context, end endState) (*Result, error) {
 		res.Reason = fmt.Sprintf("%s; %s", end.reason, strings.Join(bad, ", "))
 	}
 	res.HistoryDigest = digest(effects, checkpoints, faults, lessons, rec.VirtualStart, done)
+	if err := r.reflections(res); err != nil {
+		return nil, err
+	}
 	return res, nil
+}
+
+// reflections adds what the reflection loop and the gate journaled (by an
+// extension, through history) to the result.
+func (r *run) reflections(res *Result) error {
+	refls, err := r.h.history.Reflections(res.RunID)
+	if err != nil {
+		return err
+	}
+	for _, rf := range refls {
+		out := history.Reflection{ID: rf.ID, Trigger: rf.Trigger.Kind + ": " + rf.Trigger.Detail, Checkpoint: rf.Checkpoint,
+			Divergence: rf.Divergence, Diagnosis: rf.Diagnosis, Counterfactual: rf.Counterfactual, Verification: rf.Verification,
+			Decision: rf.Decision, Reason: rf.Reason, LLM: rf.LLM}
+		out.Reproduced.Runs = len(rf.Replays)
+		for _, rp := range rf.Replays {
+			if rp.Reproduced {
+				out.Reproduced.Failed++
+			}
+		}
+		if rf.Lesson != nil {
+			out.Lesson = &history.LessonRef{ID: rf.Lesson.ID, Text: rf.Lesson.Text}
+		}
+		res.Reflections = append(res.Reflections, out)
+	}
+	decisions, err := r.h.history.GateDecisions(res.RunID)
+	if err != nil {
+		return err
+	}
+	if len(decisions) == 0 {
+		return nil
+	}
+	g := &history.GateCounts{}
+	held := map[string]bool{}
+	for _, d := range decisions {
+		switch d.Decision {
+		case history.GateHeld:
+			if !held[d.EffectID] {
+				held[d.EffectID] = true
+				g.Held++
+			}
+		case history.GateReleased:
+			g.Released++
+		case history.GateApproved:
+			g.Approved++
+			g.Released++
+		case history.GateDenied:
+			g.Denied++
+		}
+	}
+	res.Gate = g
+	return nil
 }
 
 func faultResults(faults []history.FaultRecord, start time.Time) []FaultResult {

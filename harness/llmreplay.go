@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/overnight-dev/overnight/harness/gateway"
@@ -223,6 +224,18 @@ func (h *Harness) model(scen *scenarios.Scenario, override string) (modelChoice,
 		mc.prices = llm.Prices{PromptPer1K: scen.LLM.Prices.PromptPer1K, CompletionPer1K: scen.LLM.Prices.CompletionPer1K}
 	}
 	return mc, nil
+}
+
+// Model is the live model a run of scen uses with the model spec (as
+// RunRequest.LLM: "" for the scenario's llm.model); nil when it names none.
+// A replay spec gives the scenario's own model instead: reflection writes
+// its lessons with it.
+func (h *Harness) Model(scen *scenarios.Scenario, spec string) (llm.Model, error) {
+	if strings.HasPrefix(spec, llm.ProviderReplay+":") {
+		spec = ""
+	}
+	mc, err := h.model(scen, spec)
+	return mc.model, err
 }
 
 // replayModel stands for a recording: the harness answers from it (see

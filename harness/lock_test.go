@@ -52,7 +52,7 @@ var _ = Describe("the run's lock", func() {
 			_, err := lr.sdk(cur).Checkpoint(context.Background(), 1, map[string]int{"x": 1})
 			done <- err
 		}()
-		Eventually(eng.called).WithTimeout(10 * time.Second).Should(BeClosed(), "the kill reached the engine")
+		Eventually(eng.called).WithTimeout(10*time.Second).Should(BeClosed(), "the kill reached the engine")
 		// The engine is stuck in the kill; the run answers others meanwhile.
 		start := time.Now()
 		cp, err := lr.sdk(old).Resume(ctx)

@@ -213,7 +213,7 @@ func (r *run) PutCheckpoint(ctx context.Context, c gateway.Caller, req protocol.
 			"expect_seq %d, but the last checkpoint is seq %d (step %d): read it again with GET /v1/checkpoint", *req.ExpectSeq, last.Seq, last.Step)
 	}
 	rec := history.CheckpointRecord{Seq: last.Seq + 1, Step: req.Step, StateHash: stateHash, Attempt: c.Attempt, ExpectSeq: req.ExpectSeq, Virtual: r.clock.now,
-		Intents: r.fx.intents, LLMCalls: r.llm.callCount()}
+		Intents: r.fx.intents, LLMCalls: r.llm.callCount(), Wall: time.Now().UTC()}
 	if seq, err := world.LedgerSeq(ctx, r.world); err == nil {
 		rec.WorldSeq = seq
 	}

@@ -177,21 +177,25 @@ func (h *Harness) create(ctx context.Context, req RunRequest) (string, error) {
 	rec := history.RunRecord{
 		ID: id, Scenario: scen.Name, Source: scen.Source, ScenarioBlob: blob, Agent: req.Agent, Seed: seed, LLM: req.LLM,
 		Faults: written, Timeout: history.Duration(timeout), MaxAttempts: maxAttempts, Status: StatusRunning,
-		StartedAt: now, VirtualStart: VirtualEpoch, OwnerPID: os.Getpid(), Isolated: req.isolation,
+		StartedAt: now, VirtualStart: VirtualEpoch, OwnerPID: os.Getpid(), Isolated: req.isolation, Extras: req.Extras,
+	}
+	var forked []history.Entry
+	if req.prepare != nil {
+		// An isolated run's shadow world and starting point are in place
+		// before the run exists (and prepare completes its isolation record).
+		if forked, err = req.prepare(ctx, id); err != nil {
+			return "", err
+		}
+		if req.isolation != nil {
+			iso := *req.isolation
+			rec.Isolated = &iso
+		}
 	}
 	entries := []history.Entry{history.RunEntry(rec), history.ClockEntry(id, history.ClockRecord{Now: VirtualEpoch})}
 	for i, in := range instances {
 		entries = append(entries, history.FaultEntry(id, history.FaultRecord{Index: i, Spec: in.Spec.String(), From: in.From, Kind: in.Spec.Kind, At: in.Spec.Trigger.String()}))
 	}
-	if req.prepare != nil {
-		// An isolated run's shadow world and starting point are in place
-		// before the run exists.
-		more, err := req.prepare(ctx, id)
-		if err != nil {
-			return "", err
-		}
-		entries = append(entries, more...)
-	}
+	entries = append(entries, forked...) // last: the fork's clock replaces the epoch
 	if err := h.w.Put(ctx, entries...); err != nil {
 		return "", fmt.Errorf("record run %s: %w", id, err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/overnight-dev/overnight/harness/history"
 	"github.com/overnight-dev/overnight/sandbox"
 	"github.com/overnight-dev/overnight/sandbox/protocol"
+	"github.com/overnight-dev/overnight/scenarios/world"
 )
 
 // Reasons a run ends, written into the result for a person to read.
@@ -458,6 +459,9 @@ func (r *run) beginAttempt(ctx context.Context, n int) (string, error) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if seq, err := world.LedgerSeq(ctx, r.world); err == nil {
+		att.WorldSeq = seq
+	}
 	rec := r.rec
 	rec.Attempts = n
 	if err := r.put(context.WithoutCancel(ctx), history.AttemptEntry(r.rec.ID, att), history.RunEntry(rec)); err != nil {

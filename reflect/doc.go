@@ -1,12 +1,21 @@
-// Package reflect will own overnight's reflection loop: capture a failed
-// run, fork it from a checkpoint into an isolated sandbox, replay it with
-// divergence detection, diagnose deterministically, draw a lesson, verify
-// the corrected behaviour in isolation, and only then let the agent act on
-// the real world again.
+// Package reflect is overnight's reflection loop and its gate: when a run
+// fails, the failure is captured, the failing attempt is replayed in
+// isolation against a shadow world (with the run's faults re-applied at the
+// same points and the model answering from its recording), the failure is
+// diagnosed deterministically — then a lesson is drawn (by the run's model
+// when it has one), and the agent with the lesson is verified in isolation
+// where its next attempt will stand. Only a verified lesson lets the
+// agent's guarded effects reach the real world again; every step is
+// journaled and written up for a person (Report).
 //
-// Nothing of that is implemented yet: this package is empty in this
-// version, and no command or result claims otherwise. What exists today
-// that reflection will build on is in harness: the journal of every
-// checkpoint, effect, fault and event of a run, the world's own ledger, and
-// resume from any recorded state.
+// It plugs into the harness through harness.Extension (Extension): a gate
+// stage on the effect path, a source of lessons for GET /v1/run, a failure
+// hook and an attempt policy. It imports harness and reads and writes only
+// through harness/history; harness never imports it.
+//
+// The gate's policies come from the scenario's gate: list (first match
+// wins, glob patterns on the effect kind): allow; verify (guarded by
+// reflection: held while one runs, released on a verified lesson, denied
+// once one gave up); approve (held until a person approves or denies it,
+// at most limits.approval of real time); deny (never executed).
 package reflect

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -208,7 +209,7 @@ func (b *builder) build(root map[string]any) *Scenario {
 		}
 	}
 
-	sc.Limits = Limits{Timeout: DefaultTimeout, Horizon: DefaultHorizon, MaxAttempts: DefaultMaxAttempts}
+	sc.Limits = Limits{Timeout: DefaultTimeout, Horizon: DefaultHorizon, MaxAttempts: DefaultMaxAttempts, Approval: DefaultApproval}
 	if lim, ok := root["limits"].(map[string]any); ok {
 		if d, ok := b.duration(lim, "/limits/timeout", "limits.timeout"); ok {
 			sc.Limits.Timeout = d
@@ -218,6 +219,9 @@ func (b *builder) build(root map[string]any) *Scenario {
 		}
 		if d, ok := b.duration(lim, "/limits/recovery", "limits.recovery"); ok {
 			sc.Limits.Recovery = d
+		}
+		if d, ok := b.duration(lim, "/limits/approval", "limits.approval"); ok {
+			sc.Limits.Approval = d
 		}
 		// The schema checks the type and range; only what fits an int is taken.
 		switch n := lim["max_attempts"].(type) {
@@ -234,6 +238,18 @@ func (b *builder) build(root map[string]any) *Scenario {
 
 	if l, ok := root["llm"].(map[string]any); ok {
 		sc.LLM = b.llm(l)
+	}
+	if r, ok := root["reflect"].(map[string]any); ok {
+		sc.Reflect = &Reflect{Replays: DefaultReplays, Max: DefaultReflections}
+		if n, ok := r["replays"].(int64); ok {
+			sc.Reflect.Replays = int(n)
+		}
+		if n, ok := r["max"].(int64); ok {
+			sc.Reflect.Max = int(n)
+		}
+	}
+	if rules, ok := root["gate"].([]any); ok {
+		sc.Gate = b.gate(rules, sc.Reflect != nil)
 	}
 
 	switch s := root["seed"].(type) {
@@ -415,4 +431,30 @@ func (a AgentSpec) String() string {
 		return "image:" + a.Image
 	}
 	return "none"
+}
+
+// gate checks and builds the gate's policies: each kinds a valid glob, and
+// verify only where reflection is on.
+func (b *builder) gate(rules []any, reflecting bool) []GateRule {
+	out := []GateRule{}
+	for i, r := range rules {
+		m, ok := r.(map[string]any)
+		if !ok {
+			continue
+		}
+		ptr := "/gate/" + strconv.Itoa(i)
+		rule := GateRule{}
+		rule.Kinds, _ = m["kinds"].(string)
+		rule.Policy, _ = m["policy"].(string)
+		if _, err := path.Match(rule.Kinds, ""); err != nil {
+			b.errAt(ptr+"/kinds", "gate[%d].kinds: %q is not a valid glob: %v", i, rule.Kinds, err)
+			continue
+		}
+		if rule.Policy == PolicyVerify && !reflecting {
+			b.errAt(ptr+"/policy", "gate[%d].policy: verify guards effects with reflection, which is off: add a reflect: block (e.g. reflect: {}) or choose allow, approve or deny", i)
+			continue
+		}
+		out = append(out, rule)
+	}
+	return out
 }

@@ -23,7 +23,8 @@ var llmProviders = []string{"openai", "anthropic", "ollama"}
 // This package does not import harness/llm (nor the other way round): each rule is handed on as
 // its JSON form, which harness/llm.DecodeRules turns into []llm.Rule. Parse has already checked
 // the rules' structure with the same field names (when: last_message_contains, last_role,
-// tool_offered; reply or tool_calls: [{name, arguments}]) and the syntax of their references.
+// tool_offered, prompt_contains; reply or tool_calls: [{name, arguments}]) and the syntax of
+// their references.
 type LLM struct {
 	// Model is the default model spec: "scripted" (DefaultLLMModel, when the block names none),
 	// "openai:MODEL", "anthropic:MODEL" or "ollama:MODEL". The --llm flag overrides it.

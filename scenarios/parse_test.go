@@ -82,7 +82,7 @@ var _ = Describe("Parse", func() {
 			Expect(sc.Faults).To(Equal([]chaos.Spec{}))
 			Expect(sc.FaultText).To(Equal([]string{}))
 			Expect(sc.Invariants).To(Equal([]string{"no-duplicate-effects", "goal-reached", "no-lost-progress"}))
-			Expect(sc.Limits).To(Equal(scenarios.Limits{Timeout: 5 * time.Minute, Horizon: 30 * 24 * time.Hour, MaxAttempts: 10}))
+			Expect(sc.Limits).To(Equal(scenarios.Limits{Timeout: 5 * time.Minute, Horizon: 30 * 24 * time.Hour, MaxAttempts: 10, Approval: 10 * time.Minute}))
 			Expect(sc.Seed).To(BeNil())
 			Expect(sc.Source).To(Equal("testdata/minimal.yaml"))
 			Expect(sc.Raw).To(Equal(data))
@@ -110,7 +110,7 @@ var _ = Describe("Parse", func() {
 			Expect(sc.FaultText).To(Equal([]string{"kill@step:3", "api-version:v2@t:4d", "netdrop@t:36h/2h"}))
 			Expect(sc.Faults).To(Equal([]chaos.Spec{spec("kill@step:3"), spec("api-version:v2@t:4d"), spec("netdrop@t:36h/2h")}))
 			Expect(sc.Invariants).To(Equal([]string{"no-duplicate-effects", "goal-reached", "effects-resolved"}))
-			Expect(sc.Limits).To(Equal(scenarios.Limits{Timeout: 2 * time.Minute, Horizon: 10 * 24 * time.Hour, MaxAttempts: 20}))
+			Expect(sc.Limits).To(Equal(scenarios.Limits{Timeout: 2 * time.Minute, Horizon: 10 * 24 * time.Hour, MaxAttempts: 20, Approval: 10 * time.Minute}))
 			Expect(sc.Seed).To(HaveValue(Equal(int64(42))))
 		})
 
@@ -206,9 +206,9 @@ agent:
 		Entry("an empty required value", strings.Replace(header, "world: cloud", "world:", 1),
 			`4:7: world: got null, want string or object (the value is empty)`),
 		Entry("unknown key at top level", header+"colour: red\n",
-			`6:1: unknown field "colour"; allowed: agent, agents, apiVersion, description, draws, faults, invariants, kind, limits, llm, name, reach, sandbox, seed, task, world`),
+			`6:1: unknown field "colour"; allowed: agent, agents, apiVersion, description, draws, faults, gate, invariants, kind, limits, llm, name, reach, reflect, sandbox, seed, task, world`),
 		Entry("unknown key, nested, with a suggestion", header+"limits:\n  timeout: 1m\n  max_atempts: 3\n",
-			`8:3: limits: unknown field "max_atempts" (did you mean "max_attempts"?); allowed: horizon, max_attempts, recovery, timeout`),
+			`8:3: limits: unknown field "max_atempts" (did you mean "max_attempts"?); allowed: approval, horizon, max_attempts, recovery, timeout`),
 		Entry("unknown key in an agent variant", header+"agents:\n  v: {builtin: x, argz: [a]}\n",
 			`7:19: agents.v: unknown field "argz" (did you mean "args"?); allowed: args, binary, builtin, env, image`),
 		Entry("missing required fields at top level", "apiVersion: overnight/v1\nkind: Scenario\nname: t\n",
@@ -288,6 +288,11 @@ agent:
 			`6:11: task.x: unsupported YAML tag !secret (scenario files use plain YAML values)`),
 		Entry("a non-string key", header+"task: {[a, b]: 1}\n",
 			`6:8: task: a key must be a plain value such as a name, not a list`),
+		Entry("a gate glob that is not one, and verify without reflection", header+"gate:\n  - {kinds: \"cloud.[\", policy: deny}\n  - {kinds: \"cloud.*\", policy: verify}\n",
+			`7:13: gate[0].kinds: "cloud.[" is not a valid glob: syntax error in pattern`,
+			`8:32: gate[1].policy: verify guards effects with reflection, which is off: add a reflect: block (e.g. reflect: {}) or choose allow, approve or deny`),
+		Entry("an unknown gate policy", header+"gate: [{kinds: \"*\", policy: maybe}]\n",
+			`6:29: gate[0].policy: got "maybe", want one of "allow", "verify", "approve", "deny"`),
 		Entry("a merge of a scalar", header+"agents: {v: {<<: 5, builtin: x}}\n",
 			`6:18: agents.v: << merges a mapping or a list of mappings, not the scalar 5`),
 	)
@@ -300,7 +305,7 @@ agent:
 			`9:5: agent.env: "OVERNIGHT_TOKEN" uses the reserved prefix OVERNIGHT_ (the harness sets those variables)`,
 			`11:10: faults[0]: invalid fault "kill@stp:3": unknown trigger "stp" (want step:N, effect:N[:before|after], llm:N, t:DURATION, every:DURATION, rate:R/DURATION)`,
 			`13:13: limits.timeout: invalid duration "5x": unknown unit "x" (want ns, us, ms, s, m, h or d)`,
-			`14:3: limits: unknown field "max_atempts" (did you mean "max_attempts"?); allowed: horizon, max_attempts, recovery, timeout`,
+			`14:3: limits: unknown field "max_atempts" (did you mean "max_attempts"?); allowed: approval, horizon, max_attempts, recovery, timeout`,
 		}))
 		var list scenarios.ErrorList
 		Expect(errors.As(err, &list)).To(BeTrue())

@@ -28,10 +28,13 @@ const (
 
 // Defaults applied to a scenario's limits.
 const (
-	DefaultTimeout     = 5 * time.Minute // limits.timeout: wall-clock time of a run
-	DefaultMaxAttempts = 10              // limits.max_attempts: attempts before the run fails
-	DefaultHorizon     = 30 * chaos.Day  // limits.horizon: virtual time of a run
-	MaxAttemptsLimit   = 1000            // the largest limits.max_attempts accepted
+	DefaultTimeout     = 5 * time.Minute  // limits.timeout: wall-clock time of a run
+	DefaultMaxAttempts = 10               // limits.max_attempts: attempts before the run fails
+	DefaultHorizon     = 30 * chaos.Day   // limits.horizon: virtual time of a run
+	MaxAttemptsLimit   = 1000             // the largest limits.max_attempts accepted
+	DefaultApproval    = 10 * time.Minute // limits.approval: how long a held effect waits for a person
+	DefaultReplays     = 3                // reflect.replays
+	DefaultReflections = 2                // reflect.max
 )
 
 // DefaultInvariants returns the invariants a scenario checks when it names none.
@@ -67,6 +70,8 @@ type Scenario struct {
 	Limits     Limits       // with defaults applied
 	Seed       *int64       // the default seed, nil if the file sets none
 	LLM        *LLM         // the llm block; nil if the file has none
+	Reflect    *Reflect     // the reflect block; nil: reflection is off
+	Gate       []GateRule   // the effect path's gate policies, in order; nil: every effect is allowed
 
 	Source string // the path given to Parse or Load, or "builtin:<name>"
 	Raw    []byte // the exact bytes loaded, for the journal
@@ -103,6 +108,28 @@ type Limits struct {
 	Horizon     time.Duration // virtual; DefaultHorizon
 	MaxAttempts int           // 1..MaxAttemptsLimit; DefaultMaxAttempts
 	Recovery    time.Duration // virtual; 0: the goal only has to hold at the end
+	Approval    time.Duration // real time an approve policy waits for a person; DefaultApproval
+}
+
+// Reflect turns the reflection loop on (a reflect: block).
+type Reflect struct {
+	Replays int // isolated replays of a failing attempt; DefaultReplays
+	Max     int // reflections a run may open; DefaultReflections
+}
+
+// Gate policies.
+const (
+	PolicyAllow   = "allow"   // the effect goes on
+	PolicyVerify  = "verify"  // guarded by reflection: held while one runs, denied when it gave up
+	PolicyApprove = "approve" // held until a person approves or denies it, at most limits.approval
+	PolicyDeny    = "deny"    // never executed
+)
+
+// GateRule is one gate policy: effects whose kind matches the glob Kinds
+// (path.Match syntax) get Policy.
+type GateRule struct {
+	Kinds  string
+	Policy string
 }
 
 // Parse validates a scenario file and returns it with defaults applied. file names the input in

@@ -21,6 +21,7 @@ import (
 	"github.com/overnight-dev/overnight/chaos"
 	"github.com/overnight-dev/overnight/harness"
 	"github.com/overnight-dev/overnight/harness/journal"
+	"github.com/overnight-dev/overnight/reflect"
 	"github.com/overnight-dev/overnight/sandbox/initproc"
 	"github.com/overnight-dev/overnight/scenarios"
 	"github.com/overnight-dev/overnight/scenarios/agents"
@@ -85,6 +86,11 @@ func (g *globals) openExisting(ctx context.Context, progress bool) (*harness.Har
 func (g *globals) openWith(ctx context.Context, opts harness.Options, progress bool) (*harness.Harness, error) {
 	opts.StateDir, opts.InitBinary, opts.Logger = g.state, g.initBinary, g.logger()
 	opts.BuiltinAgents = agents.Names()
+	ext, err := reflect.New(reflect.Options{Logger: opts.Logger})
+	if err != nil {
+		return nil, err
+	}
+	opts.Extension = ext
 	if progress {
 		opts.Progress = g.stderr
 	}
@@ -161,7 +167,8 @@ Exit codes: 0 pass, 1 fail, 2 unknown, 3 error.`,
 	root.PersistentPreRun = func(cmd *cobra.Command, _ []string) {
 		g.logger().Debug("overnight", "version", root.Version, "gomaxprocs", runtime.GOMAXPROCS(0), "command", cmd.Name())
 	}
-	root.AddCommand(runCmd(g), shrinkCmd(g), resumeCmd(g), runsCmd(g), logsCmd(g), gcCmd(g), faultsCmd(g), scenariosCmd(g), worldsCmd(g))
+	root.AddCommand(runCmd(g), shrinkCmd(g), resumeCmd(g), runsCmd(g), logsCmd(g), gcCmd(g), faultsCmd(g), scenariosCmd(g), worldsCmd(g),
+		reflectCmd(g), gateCmd(g), decideCmd(g, true), decideCmd(g, false))
 
 	err := root.Execute()
 	if err == nil {
@@ -262,6 +269,7 @@ func runCmd(g *globals) *cobra.Command {
 		chaosCount  int
 		replay      string
 		llmSpec     string
+		lessons     string
 	)
 	cmd := &cobra.Command{
 		Use:   "run SCENARIO",
@@ -280,7 +288,11 @@ func runCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return &codeError{exitError, err}
 			}
-			req := harness.RunRequest{Scenario: scen, Agent: agentName, Timeout: timeout, MaxAttempts: maxAttempts, LLM: llmSpec}
+			if lessons != reflect.LessonsMemory && lessons != reflect.LessonsNone {
+				return &codeError{exitError, fmt.Errorf("--lessons %q: want %s or %s", lessons, reflect.LessonsMemory, reflect.LessonsNone)}
+			}
+			req := harness.RunRequest{Scenario: scen, Agent: agentName, Timeout: timeout, MaxAttempts: maxAttempts, LLM: llmSpec,
+				Extras: map[string]string{reflect.ExtraLessons: lessons}}
 			if cmd.Flags().Changed("seed") {
 				req.Seed = &seed
 			}
@@ -348,6 +360,7 @@ func runCmd(g *globals) *cobra.Command {
 	f.IntVar(&chaosCount, "chaos-faults", 5, "how many faults --chaos random draws")
 	f.StringVar(&replay, "replay-faults", "", "re-apply the fault log of an earlier run exactly, instead of drawing again")
 	f.StringVar(&agentName, "agent", "", "agent variant from the scenario's agents (default: its agent)")
+	f.StringVar(&lessons, "lessons", reflect.LessonsMemory, "lessons a scenario with reflection hands its agent: memory (those kept from earlier runs of the scenario and agent, and this run's) or none (this run's only)")
 	f.StringVar(&llmSpec, "llm", "", "the model behind the gateway's LLM endpoint: scripted (the test double), openai:MODEL, anthropic:MODEL, ollama:MODEL, replay:RUN (default: the scenario's llm.model)")
 	outputFlag(cmd, &output)
 	f.DurationVar(&timeout, "timeout", 0, "wall-clock limit (default: the scenario's)")

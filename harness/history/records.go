@@ -40,6 +40,9 @@ type RunRecord struct {
 	// Isolated says the run is an isolated re-run of another (Parent): its
 	// world is a shadow in a key space of its own, never the real one.
 	Isolated *Isolation `json:"isolated,omitempty"`
+	// Extras are the run's options for its extension (the reflection
+	// loop's lessons mode), kept so a resume runs with the same.
+	Extras map[string]string `json:"extras,omitempty"`
 }
 
 // Isolation describes an isolated run: what it was forked from and what it
@@ -59,6 +62,9 @@ type Isolation struct {
 	// ReplayAttempt, when its model is a replay of the parent's recording,
 	// is the parent's attempt its first attempt's calls are matched to.
 	ReplayAttempt int `json:"replay_attempt,omitempty"`
+	// ForkedOrder is the order of the last of the parent's effects copied
+	// at the fork: the isolated run's own effects come after it.
+	ForkedOrder int64 `json:"forked_order,omitempty"`
 }
 
 // AttemptRecord is one container's life.
@@ -80,6 +86,9 @@ type AttemptRecord struct {
 	FirstResumedAt time.Time `json:"first_resumed_at,omitzero"`
 	// Lessons are the lessons the attempt was handed in GET /v1/run.
 	Lessons []protocol.Lesson `json:"lessons,omitempty"`
+	// WorldSeq is where the world's ledger stood when the attempt began
+	// (the world an isolated re-run of it is rebuilt at).
+	WorldSeq int64 `json:"world_seq,omitempty"`
 }
 
 // EventRecord is one entry of the run's trajectory.
@@ -110,6 +119,8 @@ type CheckpointRecord struct {
 	WorldSeq int64 `json:"world_seq,omitempty"`
 	Intents  int   `json:"intents,omitempty"`
 	LLMCalls int   `json:"llm_calls,omitempty"`
+	// Wall is when it was written (for a report's timeline).
+	Wall time.Time `json:"wall,omitzero"`
 }
 
 // EffectIntent is an effect record's status between its intent and its
@@ -138,6 +149,8 @@ type EffectRecord struct {
 	Replays    int                   `json:"replays"`    // times a recorded result was returned
 	Reconciled bool                  `json:"reconciled,omitempty"`
 	Virtual    time.Time             `json:"virtual"`
+	// Wall is when it was last written (for a report's timeline).
+	Wall time.Time `json:"wall,omitzero"`
 }
 
 // Final reports whether a repeat of the key returns the recorded result:

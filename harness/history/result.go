@@ -31,6 +31,8 @@ type Result struct {
 	Effects        EffectCounts      `json:"effects"`
 	Invariants     []InvariantResult `json:"invariants"`
 	LLM            *LLMTotals        `json:"llm,omitempty"`
+	Reflections    []Reflection      `json:"reflections,omitempty"`
+	Gate           *GateCounts       `json:"gate,omitempty"`
 	WallMS         int64             `json:"wall_ms"`
 	VirtualMS      int64             `json:"virtual_ms"`
 	HistoryDigest  string            `json:"history_digest"`
@@ -66,6 +68,46 @@ type InvariantResult struct {
 	Kind    string `json:"kind"`
 	Verdict string `json:"verdict"`
 	Detail  string `json:"detail"`
+}
+
+// Reflection is one reflection in a result.
+type Reflection struct {
+	ID             string        `json:"id"`
+	Trigger        string        `json:"trigger"` // the failure's kind and detail
+	Checkpoint     int64         `json:"checkpoint"`
+	Reproduced     Reproduced    `json:"reproduced"`
+	Divergence     string        `json:"divergence,omitempty"`
+	Diagnosis      *Diagnosis    `json:"diagnosis,omitempty"`
+	Counterfactual *ReplayRecord `json:"counterfactual,omitempty"`
+	Lesson         *LessonRef    `json:"lesson,omitempty"`
+	Verification   *Verification `json:"verification,omitempty"`
+	Decision       string        `json:"decision"`
+	Reason         string        `json:"reason"`
+	LLM            *LLMTotals    `json:"llm,omitempty"` // the reflection's own model calls, apart from the agent's
+}
+
+// Reproduced counts the isolated replays of a failure and how many failed
+// the same way.
+type Reproduced struct {
+	Runs   int `json:"runs"`
+	Failed int `json:"failed"`
+}
+
+// LessonRef names a lesson in a result.
+type LessonRef struct {
+	ID   string `json:"id"`
+	Text string `json:"text"`
+}
+
+// GateCounts summarise the gate's decisions: held, the effects that waited
+// at it; released, guarded effects executed on the strength of a passed
+// verification or an approval; approved and denied, the decisions (a
+// person's and the gate's).
+type GateCounts struct {
+	Held     int `json:"held"`
+	Released int `json:"released"`
+	Approved int `json:"approved"`
+	Denied   int `json:"denied"`
 }
 
 // LLMTotals summarise a run's LLM use in its result.

@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/overnight-dev/overnight/harness/journal"
 	"github.com/overnight-dev/overnight/scenarios/world"
@@ -88,8 +89,10 @@ func CheckpointEntry(id string, cp CheckpointRecord) Entry {
 	return Entry{seqKey(prefixCheckpoint, id, cp.Seq), cp}
 }
 
-// EffectEntry is one effect of run id.
+// EffectEntry is one effect of run id, stamped with the wall time of the
+// write.
 func EffectEntry(id string, e *EffectRecord) Entry {
+	e.Wall = time.Now().UTC()
 	return Entry{[]byte(prefixEffect + id + "/" + e.ID), e}
 }
 

@@ -55,6 +55,11 @@ type Match struct {
 	LastMessageContains string `json:"last_message_contains,omitempty"` // a substring of the last message's content (case-sensitive)
 	LastRole            string `json:"last_role,omitempty"`             // the role of the last message: user, tool, system, developer, assistant
 	ToolOffered         string `json:"tool_offered,omitempty"`          // the request offers a tool of this name
+	// PromptContains are substrings that must all appear in the request's
+	// messages (any of them, system and tool messages included): a rule
+	// that needs several things at once, such as a lesson and an error
+	// code.
+	PromptContains []string `json:"prompt_contains,omitempty"`
 }
 
 // ScriptedCall is a tool call the scripted model answers with.
@@ -289,6 +294,9 @@ func describeMatch(m Match) string {
 	if m.ToolOffered != "" {
 		conds = append(conds, "tool_offered: "+m.ToolOffered)
 	}
+	if len(m.PromptContains) > 0 {
+		conds = append(conds, fmt.Sprintf("prompt_contains: %q", m.PromptContains))
+	}
 	return "{" + strings.Join(conds, ", ") + "}"
 }
 
@@ -400,9 +408,23 @@ func (s *Scripted) match(req protocol.ChatRequest, last protocol.ChatMessage) *s
 		if w.ToolOffered != "" && !slices.ContainsFunc(req.Tools, func(t protocol.ChatTool) bool { return t.Function.Name == w.ToolOffered }) {
 			continue
 		}
+		if !promptContains(req, w.PromptContains) {
+			continue
+		}
 		return &s.rules[i]
 	}
 	return nil
+}
+
+// promptContains reports whether every one of subs appears in some message
+// of the request.
+func promptContains(req protocol.ChatRequest, subs []string) bool {
+	for _, sub := range subs {
+		if !slices.ContainsFunc(req.Messages, func(m protocol.ChatMessage) bool { return strings.Contains(m.Content.Text, sub) }) {
+			return false
+		}
+	}
+	return true
 }
 
 func offered(req protocol.ChatRequest) string {

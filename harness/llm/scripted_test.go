@@ -472,3 +472,16 @@ llm:
 		Expect(all).To(BeEmpty())
 	})
 })
+
+var _ = Describe("the scripted model's prompt_contains", func() {
+	It("matches only when every substring is somewhere in the prompt, several conditions at once", func() {
+		s := newScripted(
+			llm.Rule{When: llm.Match{PromptContains: []string{"lesson:", "field_renamed"}}, Reply: "rename it"},
+			llm.Rule{When: llm.Match{}, Reply: "no idea"},
+		)
+		both := request(nil, msg("system", "lesson: the API moved to v2"), msg("user", `{"code":"field_renamed"}`))
+		Expect(answer(complete(s, both))).To(Equal("rename it"))
+		one := request(nil, msg("user", `{"code":"field_renamed"}`))
+		Expect(answer(complete(s, one))).To(Equal("no idea"), "the lesson is missing")
+	})
+})

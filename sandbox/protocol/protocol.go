@@ -55,10 +55,16 @@ type ErrorDetail struct {
 	Param string `json:"param,omitempty"`
 }
 
-// Lesson is a lesson drawn by an earlier reflection, handed to the agent.
+// Lesson is a lesson drawn by an earlier reflection, handed to the agent:
+// a short text, and the structured evidence it rests on — the diagnosis'
+// class (api_contract_change, crash_recovery, transient_infrastructure,
+// agent_logic, budget) and, for example, the world's error with its
+// details.
 type Lesson struct {
-	ID   string `json:"id"`
-	Text string `json:"text"`
+	ID       string          `json:"id"`
+	Text     string          `json:"text"`
+	Class    string          `json:"class,omitempty"`
+	Evidence json.RawMessage `json:"evidence,omitempty"`
 }
 
 // RunInfo is the answer of GET /v1/run.

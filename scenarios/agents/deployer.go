@@ -2,6 +2,8 @@ package agents
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -56,7 +58,11 @@ func Deployer(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	naive := fs.Bool("naive", false, "never read the checkpoint back and send effects without keys (deliberately broken)")
 	delay := fs.Duration("step-delay", 0, "wait this long (real time) before each step, to watch or interrupt a run mid-way")
 	stubborn := fs.Bool("ignore-sigterm", false, "keep working after SIGTERM until SIGKILLed, as an agent that ignores shutdown requests does")
-	giveUp := fs.Bool("give-up", false, "never correct a request the world refuses: report done with outcome failure instead")
+	giveUp := fs.Bool("give-up", false, "never correct a request the world refuses: report done with outcome failure instead (unless a lesson says how to adapt)")
+	ignoreLessons := fs.Bool("ignore-lessons", false, "never follow the lessons of GET /v1/run (the jagged model that does not learn)")
+	blindRetry := fs.Bool("blind-retry", false, "retry a refused step once, unchanged, under a new key of its own, before giving up")
+	randomNet := fs.Bool("random-network-name", false, "name its network with a random suffix (a re-run never asks for the same network twice: for divergence tests)")
+	flaky := fs.Bool("flaky", false, "with --give-up, give up on a refusal only half the time (a coin per process), else correct it: a flaky agent")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -68,7 +74,7 @@ func Deployer(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintln(stderr, "deployer:", err)
 		return 2
 	}
-	if err := deploy(ctx, c, deployOptions{naive: *naive, delay: *delay, giveUp: *giveUp}, stdout); err != nil {
+	if err := deploy(ctx, c, deployOptions{naive: *naive, delay: *delay, giveUp: *giveUp, ignoreLessons: *ignoreLessons, blindRetry: *blindRetry, randomNet: *randomNet, flaky: *flaky}, stdout); err != nil {
 		fmt.Fprintln(stderr, "deployer:", err)
 		if errors.Is(err, agent.ErrFenced) {
 			return 3
@@ -80,10 +86,19 @@ func Deployer(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 
 // deployOptions are the deployer's variants.
 type deployOptions struct {
-	naive  bool          // never read the checkpoint back, send no keys
-	delay  time.Duration // before each step
-	giveUp bool          // report done(failure) on a refusal instead of correcting it
+	naive         bool          // never read the checkpoint back, send no keys
+	delay         time.Duration // before each step
+	giveUp        bool          // report done(failure) on a refusal instead of correcting it
+	ignoreLessons bool          // never follow a lesson
+	blindRetry    bool          // retry a refused step once, unchanged, under a new key
+	randomNet     bool          // a random tag on the network (a re-run differs from its recording)
+	flaky         bool          // give up only half the time
 }
+
+// ClassAPIContract is the lesson class (the reflection's diagnosis) that
+// tells the deployer the world's API changed under it: it then corrects
+// refused requests from the world's errors, as it does without --give-up.
+const ClassAPIContract = "api_contract_change"
 
 func deploy(ctx context.Context, c *agent.Client, o deployOptions, out io.Writer) error {
 	naive, delay := o.naive, o.delay
@@ -113,8 +128,26 @@ func deploy(ctx context.Context, c *agent.Client, o deployOptions, out io.Writer
 	if step > 0 {
 		_ = c.Event(ctx, "progress", fmt.Sprintf("resumed after step %d", step), nil)
 	}
+	giveUp := o.giveUp
+	if giveUp && o.flaky && coin() {
+		giveUp = false // this time it adapts after all
+	}
+	if giveUp && !o.ignoreLessons {
+		// A lesson that says the API changed makes it adapt; it says which
+		// lessons it used.
+		var used []string
+		for _, l := range info.Lessons {
+			if l.Class == ClassAPIContract {
+				giveUp, used = false, append(used, l.ID)
+			}
+		}
+		if len(used) > 0 {
+			_ = c.Event(ctx, "lesson.used", fmt.Sprintf("following %d lesson(s): correcting refused requests from the world's errors", len(used)), map[string]any{"lessons": used})
+		}
+	}
 	p := &planner{c: c}
-	ad := &adapter{c: c, naive: naive, giveUp: o.giveUp, api: &st.API, advise: p.advise}
+	ad := &adapter{c: c, naive: naive, giveUp: giveUp, api: &st.API, advise: p.advise}
+	retried := false
 	if len(st.Plan) != deploySteps {
 		// The model plans the deployment; the plan is kept in the
 		// checkpoint, so it is asked for once per run (again only when an
@@ -149,7 +182,11 @@ func deploy(ctx context.Context, c *agent.Client, o deployOptions, out io.Writer
 		var result json.RawMessage
 		switch next {
 		case 1:
-			result, err = effect(cloud.KindCreateNetwork, map[string]any{"name": arg(0, "name")})
+			netArgs := map[string]any{"name": arg(0, "name")}
+			if o.randomNet {
+				netArgs["name"] = fmt.Sprintf("%v-%s", netArgs["name"], randomTag())
+			}
+			result, err = effect(cloud.KindCreateNetwork, netArgs)
 			if err == nil {
 				st.NetworkID, err = field(result, "id")
 			}
@@ -171,6 +208,13 @@ func deploy(ctx context.Context, c *agent.Client, o deployOptions, out io.Writer
 			st.DNS = task.DNS
 		}
 		var refused *errRefused
+		if errors.As(err, &refused) && o.blindRetry && !retried {
+			// The jagged model's move: the same request again, under a new
+			// key of its own, as if nothing had been said.
+			retried = true
+			_ = c.Event(ctx, "retry", fmt.Sprintf("step %d refused (%v): retrying it unchanged", next, refused), nil)
+			continue
+		}
 		if errors.As(err, &refused) {
 			// It does not adapt: it says so, and stops.
 			claims := map[string]any{"step": next, "kind": refused.kind, "error": refused.err}
@@ -213,4 +257,18 @@ func field(raw json.RawMessage, name string) (string, error) {
 		return "", fmt.Errorf("result has no %q: %s", name, raw)
 	}
 	return s, nil
+}
+
+// coin is a fair coin, fresh in every process.
+func coin() bool {
+	var b [1]byte
+	_, _ = rand.Read(b[:])
+	return b[0]&1 == 1
+}
+
+// randomTag is a label no two processes share.
+func randomTag() string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }

@@ -1,8 +1,9 @@
 // Package builtin holds the built-in scenarios, addressable by name
 // (`overnight run deploy`). Each is an ordinary scenario file embedded in
 // the binary; their agents are the example agents of scenarios/agents.
-// Built-in scenarios declare no faults: faults come from --fault or
-// --chaos.
+// Built-in scenarios declare no faults of their own — faults come from
+// --fault or --chaos — but one: deploy-v2, whose API change at step 3 is
+// what the scenario is about (--fault still replaces it).
 package builtin
 
 import (

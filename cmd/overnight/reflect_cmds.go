@@ -1,0 +1,137 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/user"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/overnight-dev/overnight/harness"
+	"github.com/overnight-dev/overnight/reflect"
+)
+
+// reflectCmd writes a run's reflections up for a person.
+func reflectCmd(g *globals) *cobra.Command {
+	var format string
+	cmd := &cobra.Command{
+		Use:   "reflect RUN",
+		Short: "Write up a run's reflections: the failure, its replays, the diagnosis, the lesson, its verification, the gate's decisions",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if format != "md" && format != "json" && format != "html" {
+				return &codeError{exitError, fmt.Errorf("--format %q: want md, json or html", format)}
+			}
+			h, err := g.openExisting(cmd.Context(), false)
+			if err != nil {
+				return &codeError{exitError, err}
+			}
+			defer h.Close()
+			rep, err := reflect.Load(cmd.Context(), h, args[0])
+			if err != nil {
+				return &codeError{exitError, err}
+			}
+			switch format {
+			case "json":
+				err = writeJSON(g.stdout, rep)
+			case "html":
+				err = rep.WriteHTML(g.stdout)
+			default:
+				err = rep.WriteMarkdown(g.stdout)
+			}
+			if err != nil {
+				return &codeError{exitError, err}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&format, "format", "md", "md, json or html (self-contained, with an SVG timeline)")
+	return cmd
+}
+
+// gateCmd lists the effects of a run held at its gate now.
+func gateCmd(g *globals) *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "gate RUN",
+		Short: "List the effects of a run held at its gate now (approve or deny them with overnight approve|deny)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var held []harness.HeldEffect
+			h, err := g.openExisting(cmd.Context(), false)
+			if rm := g.remote(cmd.Context(), err); rm != nil {
+				held, err = rm.Held(cmd.Context(), args[0])
+			} else if err == nil {
+				defer h.Close()
+				held, err = h.Held(cmd.Context(), args[0])
+			}
+			if err != nil {
+				return &codeError{exitError, err}
+			}
+			if held == nil {
+				held = []harness.HeldEffect{}
+			}
+			if output == "json" {
+				return writeJSON(g.stdout, map[string]any{"held": held})
+			}
+			if len(held) == 0 {
+				fmt.Fprintf(g.stdout, "no effect of run %s is held at its gate\n", args[0])
+				return nil
+			}
+			for _, e := range held {
+				fmt.Fprintf(g.stdout, "%s  %s %s  (policy %s, waiting for %s since %s)\n", e.Key, e.Kind, e.Args, e.Policy, e.Waiting, e.Since.Local().Format(time.DateTime))
+			}
+			return nil
+		},
+	}
+	outputFlag(cmd, &output)
+	return cmd
+}
+
+// decideCmd is approve (or deny): a person's decision on a held effect.
+func decideCmd(g *globals, approve bool) *cobra.Command {
+	name, verb := "deny", "Deny"
+	if approve {
+		name, verb = "approve", "Approve"
+	}
+	var by string
+	cmd := &cobra.Command{
+		Use:   name + " RUN KEY",
+		Short: verb + " an effect held at a run's gate by an approve policy (its idempotency key, as overnight gate lists it)",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
+			defer cancel()
+			h, err := g.openExisting(ctx, false)
+			if rm := g.remote(ctx, err); rm != nil {
+				err = rm.Decide(ctx, args[0], args[1], approve, by)
+			} else if err == nil {
+				defer h.Close()
+				err = h.Decide(ctx, args[0], args[1], approve, by)
+			}
+			if errors.Is(err, harness.ErrNotHeld) {
+				return &codeError{exitError, err}
+			}
+			if err != nil {
+				return &codeError{exitError, err}
+			}
+			fmt.Fprintf(g.stdout, "%s %s of run %s\n", map[bool]string{true: "approved", false: "denied"}[approve], args[1], args[0])
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&by, "by", whoami(), "who decides, for the record")
+	return cmd
+}
+
+func whoami() string {
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		return u.Username
+	}
+	if n := os.Getenv("USER"); n != "" {
+		return n
+	}
+	return "someone"
+}

@@ -1,0 +1,172 @@
+package reflect
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/overnight-dev/overnight/harness"
+	"github.com/overnight-dev/overnight/harness/history"
+	"github.com/overnight-dev/overnight/sandbox/protocol"
+	"github.com/overnight-dev/overnight/scenarios/world"
+)
+
+// Diagnosis classes.
+const (
+	ClassAPIContract   = "api_contract_change"      // the world's API changed under the agent (its errors and details say how)
+	ClassCrashRecovery = "crash_recovery"           // progress duplicated or lost across attempts
+	ClassTransient     = "transient_infrastructure" // the failure needed the run's faults or timing: it does not come back on its own
+	ClassAgentLogic    = "agent_logic"              // the agent's own mistake (a bad request, a claim the world does not show)
+	ClassBudget        = "budget"                   // the LLM budget was spent
+)
+
+// diagnose classifies a failure, deterministically, from the journal and
+// the world's ledger (run: the real run's history), the replays and the
+// counterfactual re-run without the run's faults (nil when not run).
+func diagnose(t history.Trigger, run *history.Run, replays []history.ReplayRecord, counterfactual *history.ReplayRecord) history.Diagnosis {
+	evidence := map[string]any{"trigger": t.Kind, "step": t.Step}
+	d := history.Diagnosis{}
+	reproducedAll, reproducedAny := len(replays) > 0, false
+	for _, r := range replays {
+		reproducedAll = reproducedAll && r.Reproduced
+		reproducedAny = reproducedAny || r.Reproduced
+	}
+	refused := refusal(t, run)
+	switch {
+	case t.Kind == harness.FailureBudget:
+		d.Class, d.Detail = ClassBudget, t.Detail
+	case t.Kind == harness.FailureInvariant && (t.Invariant == "no-duplicate-effects" || t.Invariant == "no-lost-progress"):
+		d.Class, d.Detail = ClassCrashRecovery, fmt.Sprintf("%s was violated: %s", t.Invariant, t.Detail)
+		evidence["invariant"] = t.Invariant
+	case len(replays) > 0 && !reproducedAny:
+		d.Class, d.Detail = ClassTransient, fmt.Sprintf("the failure did not come back in %d isolated replays", len(replays))
+	case refused != nil:
+		evidence["effect"] = map[string]any{"kind": refused.Kind, "args": refused.Args}
+		evidence["error"] = refused.Error
+		if v, ok := versionBefore(run, refused); ok {
+			d.Class = ClassAPIContract
+			d.Detail = fmt.Sprintf("the world's API changed to %s (%s) before %s, which it refused: %s (%s)",
+				v.version, v.at, refused.Kind, refused.Error.Message, refused.Error.Code)
+			evidence["api_version"] = v.version
+		} else {
+			d.Class = ClassAgentLogic
+			d.Detail = fmt.Sprintf("the agent sent %s, which the world refused: %s (%s)", refused.Kind, refused.Error.Message, refused.Error.Code)
+		}
+	case t.Kind == harness.FailureCrashLoop:
+		d.Class, d.Detail = ClassAgentLogic, "the agent's attempts kept ending without it reporting done: "+t.Detail
+	default:
+		d.Class, d.Detail = ClassAgentLogic, t.Kind+": "+t.Detail
+	}
+	if counterfactual != nil {
+		evidence["counterfactual"] = map[string]any{"reproduced": counterfactual.Reproduced, "verdict": counterfactual.Verdict}
+		switch {
+		case !counterfactual.Reproduced && d.Class == ClassAgentLogic && !hasVersionEvent(run):
+			d.Class = ClassTransient
+			d.Detail += "; without the run's faults it does not happen"
+		case !counterfactual.Reproduced:
+			d.Detail += "; without the run's faults it does not happen (the faults triggered it)"
+		default:
+			d.Detail += "; it happens without the run's faults too"
+		}
+	}
+	if len(replays) > 0 && reproducedAny && !reproducedAll {
+		d.Detail += fmt.Sprintf("; flaky: it came back in some of %d replays only", len(replays))
+	}
+	d.Evidence, _ = json.Marshal(evidence)
+	return d
+}
+
+// refusal is the effect the world refused that the failure rests on: the
+// trigger's, else the failing attempt's last permanent refusal.
+func refusal(t history.Trigger, run *history.Run) *history.EffectRecord {
+	if t.Effect != nil && t.Effect.Error != nil {
+		return t.Effect
+	}
+	if run == nil {
+		return nil
+	}
+	var last *history.EffectRecord
+	for i := range run.Effects {
+		e := &run.Effects[i]
+		if e.Attempt == t.Attempt && e.Status == protocol.StatusFailed && e.Final() && e.Error != nil {
+			last = e
+		}
+	}
+	return last
+}
+
+type versionEvent struct {
+	version string
+	at      string
+}
+
+// versionBefore finds an API version change in the world's ledger before
+// the world refused e.
+func versionBefore(run *history.Run, e *history.EffectRecord) (versionEvent, bool) {
+	if run == nil {
+		return versionEvent{}, false
+	}
+	var found versionEvent
+	ok := false
+	for _, l := range run.Ledger {
+		if l.Key == e.ID {
+			break
+		}
+		if l.IsEvent() && l.Kind == world.EventAPIVersion {
+			var a struct {
+				Version string `json:"version"`
+			}
+			_ = json.Unmarshal(l.Args, &a)
+			found, ok = versionEvent{a.Version, l.At.Sub(run.Record.VirtualStart).String() + " virtual"}, true
+		}
+	}
+	return found, ok
+}
+
+func hasVersionEvent(run *history.Run) bool {
+	if run == nil {
+		return false
+	}
+	for _, l := range run.Ledger {
+		if l.IsEvent() && l.Kind == world.EventAPIVersion {
+			return true
+		}
+	}
+	return false
+}
+
+// deterministicLesson is the lesson a diagnosis gives when no model writes
+// one.
+func deterministicLesson(d history.Diagnosis) string {
+	var ev struct {
+		Version string                `json:"api_version"`
+		Error   *protocol.EffectError `json:"error"`
+		Effect  struct {
+			Kind string `json:"kind"`
+		} `json:"effect"`
+	}
+	_ = json.Unmarshal(d.Evidence, &ev)
+	switch d.Class {
+	case ClassAPIContract:
+		details := ""
+		if ev.Error != nil && len(ev.Error.Details) > 0 {
+			details = " (its details: " + string(ev.Error.Details) + ")"
+		}
+		return fmt.Sprintf("The world's API changed to %s under you: %s is refused with %s%s. Read each refusal's details and correct the request — a corrected request is a new effect with a new key — instead of giving up.",
+			ev.Version, ev.Effect.Kind, codeOf(ev.Error), details)
+	case ClassAgentLogic:
+		return "Your own request was wrong: " + d.Detail + ". Check the world's error before sending it again, and never claim success the world does not show."
+	case ClassCrashRecovery:
+		return "Resume from your last checkpoint and send every effect under a key derived from the checkpointed step, so that nothing is done twice after a restart: " + d.Detail
+	case ClassBudget:
+		return "Stay within the run's LLM budget: " + d.Detail
+	}
+	return "The failure came from the run's infrastructure (" + d.Detail + "): retry with the same keys once it heals."
+}
+
+func codeOf(e *protocol.EffectError) string {
+	if e == nil {
+		return "an error"
+	}
+	return strings.TrimSpace(e.Code)
+}

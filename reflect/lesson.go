@@ -1,0 +1,242 @@
+package reflect
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/overnight-dev/overnight/harness"
+	"github.com/overnight-dev/overnight/harness/history"
+	"github.com/overnight-dev/overnight/harness/llm"
+	"github.com/overnight-dev/overnight/sandbox/protocol"
+)
+
+// LessonPrompt opens the request a reflection sends the run's model for a
+// lesson; a scripted model's rule can match on it (prompt_contains).
+const LessonPrompt = "Write the lesson."
+
+// diagnose runs the counterfactual (the same re-run without the run's
+// faults) and the deterministic diagnosis; a failure that never came back
+// is given up on.
+func (rf *reflector) diagnose(r *history.ReflectionRecord) error {
+	run, err := rf.h.History().Load(rf.ctx, rf.rec.ID)
+	if err != nil {
+		return err
+	}
+	reproduced := false
+	for _, rp := range r.Replays {
+		reproduced = reproduced || rp.Reproduced
+	}
+	if reproduced {
+		sp, err := rf.failing(r)
+		if err != nil {
+			return err
+		}
+		cf, _, err := rf.isolated(r, sp, nil, liveSpec(rf.rec), "counterfactual of reflection "+r.ID+": the same re-run without the run's faults", 0)
+		if err != nil {
+			return err
+		}
+		r.Counterfactual = &cf
+	}
+	d := diagnose(r.Trigger, run, r.Replays, r.Counterfactual)
+	r.Diagnosis = &d
+	if !reproduced {
+		rf.decide(r, history.DecisionGaveUp, fmt.Sprintf("not reproduced: the failure did not come back in %d isolated replays", len(r.Replays)))
+	}
+	return nil
+}
+
+// liveSpec is the run's live model spec ("" : the scenario's), never its
+// replay.
+func liveSpec(rec history.RunRecord) string {
+	if strings.HasPrefix(rec.LLM, llm.ProviderReplay+":") {
+		return ""
+	}
+	return rec.LLM
+}
+
+// lesson draws the lesson: its text written by the run's model when it has
+// one (the scripted test double offline), else from the diagnosis; its
+// evidence is the diagnosis's.
+func (rf *reflector) lesson(r *history.ReflectionRecord) error {
+	d := r.Diagnosis
+	l := history.Lesson{ID: history.LessonID(rf.rec.ID, r.ID), Class: d.Class, Evidence: d.Evidence, By: "deterministic"}
+	model, err := rf.h.Model(rf.scen, liveSpec(rf.rec))
+	if err != nil {
+		return err
+	}
+	if model != nil {
+		text, totals, err := askLesson(rf.ctx, model, liveSpec(rf.rec), *d, r.Trigger)
+		r.LLM = &totals
+		switch {
+		case err != nil:
+			l.By = "deterministic (the model could not write it: " + err.Error() + ")"
+		case text != "" && model.Provider() == llm.ProviderScripted:
+			l.Text, l.By = text, "the scripted model (a deterministic test double driven by the scenario's rules, not a real model)"
+		case text != "":
+			l.Text, l.By = text, "model "+model.Provider()+":"+model.Name()
+		}
+	}
+	if l.Text == "" {
+		l.Text = deterministicLesson(*d)
+	}
+	r.Lesson = &l
+	return nil
+}
+
+// askLesson asks the model for the lesson's text.
+func askLesson(ctx context.Context, model llm.Model, spec string, d history.Diagnosis, t history.Trigger) (string, history.LLMTotals, error) {
+	totals := history.LLMTotals{Provider: model.Provider(), Model: model.Name(), TestDouble: model.Provider() == llm.ProviderScripted}
+	brief, _ := json.Marshal(map[string]any{"diagnosis": d.Class, "detail": d.Detail, "evidence": d.Evidence, "trigger": t.Kind, "step": t.Step})
+	req := protocol.ChatRequest{Model: model.Name(), Messages: []protocol.ChatMessage{
+		{Role: "system", Content: protocol.MessageContent{Text: "You review a failed attempt of an AI agent for a reflection loop. " +
+			"From the diagnosis, write the lesson the agent must follow on its next attempt: one or two imperative sentences about what to do differently. Answer with the lesson only."}},
+		{Role: "user", Content: protocol.MessageContent{Text: LessonPrompt + "\n" + string(brief)}},
+	}}
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	resp, err := model.Complete(cctx, req)
+	totals.Calls = 1
+	if err != nil {
+		return "", totals, err
+	}
+	if resp.Usage != nil {
+		totals.PromptTokens, totals.CompletionTokens = resp.Usage.PromptTokens, resp.Usage.CompletionTokens
+		if s, err := llm.ParseSpec(specOr(spec, model)); err == nil {
+			totals.CostUSD = llm.Cost(*resp.Usage, llm.DefaultPrices(s))
+		}
+	}
+	if len(resp.Choices) == 0 {
+		return "", totals, fmt.Errorf("the model answered no choice")
+	}
+	return strings.TrimSpace(resp.Choices[0].Message.Content.Text), totals, nil
+}
+
+func specOr(spec string, m llm.Model) string {
+	if spec != "" {
+		return spec
+	}
+	if m.Provider() == llm.ProviderScripted {
+		return llm.ProviderScripted
+	}
+	return m.Provider() + ":" + m.Name()
+}
+
+// verify tries the lesson where the next attempt will stand.
+func (rf *reflector) verify(r *history.ReflectionRecord) error {
+	v, err := Verify(rf.ctx, rf.h, rf.rec.ID, *r.Lesson, "verification of reflection "+r.ID+": lesson "+r.Lesson.ID)
+	if err != nil {
+		return err
+	}
+	r.Verification = &v
+	return nil
+}
+
+// Verify tries a lesson where run runID's next attempt will stand: its
+// agent, from the run's latest durable checkpoint, in a fresh isolated
+// sandbox against a shadow copy of the real world as it is now, handed the
+// lesson and answered by the run's live model. It passes only if the
+// scenario's invariants hold in the shadow world at the end. The result is
+// bound to the real world's state it copied (WorldHash).
+func Verify(ctx context.Context, h *harness.Harness, runID string, lesson history.Lesson, purpose string) (history.Verification, error) {
+	rd := h.History()
+	rec, err := rd.Run(runID)
+	if err != nil {
+		return history.Verification{}, err
+	}
+	scen, err := rd.Scenario(rec)
+	if err != nil {
+		return history.Verification{}, err
+	}
+	cp, err := rd.LastCheckpoint(runID)
+	if err != nil {
+		return history.Verification{}, err
+	}
+	snap, seq, err := worldNow(ctx, h, rec, scen)
+	if err != nil {
+		return history.Verification{}, err
+	}
+	started := time.Now()
+	res, err := h.Isolated(ctx, harness.IsolatedRequest{Parent: runID, FromCheckpoint: cp.Seq, WorldSeq: &seq, Faults: nil,
+		LLM: liveSpec(rec), Lessons: []protocol.Lesson{lesson.Protocol()}, Purpose: purpose})
+	if err != nil {
+		return history.Verification{}, fmt.Errorf("%s: %w", purpose, err)
+	}
+	return history.Verification{RunID: res.RunID, Verdict: res.Verdict, Reason: res.Reason, Invariants: res.Invariants,
+		WorldHash: worldHash(snap), WorldSeq: seq, WallMS: time.Since(started).Milliseconds()}, nil
+}
+
+// remember keeps a decided reflection's lesson in memory for the scenario
+// and agent: a verified lesson is added; the lessons the failing attempt
+// was handed are charged with its failure, and one that keeps failing is
+// retired.
+func (rf *reflector) remember(r *history.ReflectionRecord) error {
+	if !r.Decided() {
+		return nil
+	}
+	rd, w := rf.h.History(), rf.h.Writer()
+	mem, err := rd.Lessons(rf.scen.Name, rf.rec.Agent)
+	if err != nil {
+		return err
+	}
+	var entries []history.Entry
+	handed := map[string]bool{}
+	if run, err := rd.Attempts(rf.rec.ID); err == nil && r.Trigger.Attempt >= 1 && r.Trigger.Attempt <= len(run) {
+		for _, l := range run[r.Trigger.Attempt-1].Lessons {
+			handed[l.ID] = true
+		}
+	}
+	for _, m := range mem {
+		if !handed[m.ID] || m.Run == rf.rec.ID && m.Reflection == r.ID {
+			continue
+		}
+		m.Verifications = append(m.Verifications, history.LessonOutcome{Run: rf.rec.ID, Reflection: r.ID, Verdict: history.VerdictFail})
+		m.Retired = keepsFailing(m.Verifications)
+		entries = append(entries, history.LessonEntry(m))
+	}
+	if r.Decision == history.DecisionVerify && r.Lesson != nil {
+		entries = append(entries, history.LessonEntry(history.LessonRecord{Lesson: *r.Lesson, Scenario: rf.scen.Name, Agent: rf.rec.Agent,
+			Run: rf.rec.ID, Reflection: r.ID, CreatedAt: time.Now().UTC(),
+			Verifications: []history.LessonOutcome{{Run: rf.rec.ID, Reflection: r.ID, Verdict: r.Verification.Verdict}}}))
+	}
+	if len(entries) == 0 {
+		return nil
+	}
+	return w.Put(context.WithoutCancel(rf.ctx), entries...)
+}
+
+// keepsFailing: at least two failures, and more failures than passes.
+func keepsFailing(outcomes []history.LessonOutcome) bool {
+	fails, passes := 0, 0
+	for _, o := range outcomes {
+		if o.Verdict == history.VerdictPass {
+			passes++
+		} else {
+			fails++
+		}
+	}
+	return fails >= 2 && fails > passes
+}
+
+// rememberedLessons are the newest keep lessons in memory for a scenario
+// and agent that are not retired.
+func rememberedLessons(h *harness.Harness, scenario, agent string, keep int) ([]history.LessonRecord, error) {
+	all, err := h.History().Lessons(scenario, agent)
+	if err != nil {
+		return nil, err
+	}
+	var live []history.LessonRecord
+	for _, l := range all {
+		if !l.Retired {
+			live = append(live, l)
+		}
+	}
+	sort.SliceStable(live, func(i, j int) bool { return live[i].CreatedAt.After(live[j].CreatedAt) })
+	if len(live) > keep {
+		live = live[:keep]
+	}
+	return live, nil
+}

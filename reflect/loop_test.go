@@ -1,0 +1,192 @@
+package reflect_test
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/overnight-dev/overnight/chaos"
+	"github.com/overnight-dev/overnight/harness"
+	"github.com/overnight-dev/overnight/harness/history"
+	"github.com/overnight-dev/overnight/reflect"
+	"github.com/overnight-dev/overnight/sandbox/protocol"
+	"github.com/overnight-dev/overnight/scenarios/cloud"
+)
+
+// realLedgerHoldsOnlyTheRun checks that the real world received exactly the
+// requests of the real run's own effects: nothing of its shadows.
+func realLedgerHoldsOnlyTheRun(ctx context.Context, h *harness.Harness, runID string) *history.Run {
+	GinkgoHelper()
+	run, err := h.History().Load(ctx, runID)
+	Expect(err).NotTo(HaveOccurred())
+	executed := 0
+	for _, e := range run.Effects {
+		executed += e.Executions
+	}
+	requests := 0
+	mine := map[string]bool{}
+	for _, e := range run.Effects {
+		mine[e.ID] = true
+	}
+	for _, l := range run.Ledger {
+		if l.IsEvent() {
+			continue
+		}
+		requests++
+		Expect(mine).To(HaveKey(l.Key), "the real world's ledger holds a request the real run never sent")
+	}
+	Expect(requests).To(Equal(executed), "every request the real world received is one of the real run's executions")
+	return run
+}
+
+var _ = Describe("the reflection loop on deploy-v2", func() {
+	It("replays the failure in isolation, diagnoses it, verifies a lesson, and the next attempt passes with it", func(ctx SpecContext) {
+		h := open(ctx)
+		seed := int64(3)
+		res, err := h.Run(ctx, harness.RunRequest{Scenario: deployV2(), Seed: &seed})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res.Verdict).To(Equal(harness.VerdictPass), res.Reason)
+		Expect(res.Attempts).To(Equal(2))
+		Expect(res.Reflections).To(HaveLen(1), "exactly one reflection")
+		r := res.Reflections[0]
+		Expect(r.Decision).To(Equal(history.DecisionVerify))
+		Expect(r.Reproduced).To(Equal(history.Reproduced{Runs: 3, Failed: 3}), "deterministic")
+		Expect(r.Diagnosis.Class).To(Equal(reflect.ClassAPIContract))
+		Expect(string(r.Diagnosis.Evidence)).To(ContainSubstring(`"code":"unauthorized"`))
+		Expect(r.Counterfactual.Reproduced).To(BeFalse(), "without the run's faults the failure does not happen")
+		Expect(r.Lesson.Text).To(ContainSubstring("v2"), "the scripted model wrote it")
+		Expect(r.Verification.Verdict).To(Equal(harness.VerdictPass))
+		Expect(r.LLM.Calls).To(Equal(1), "the reflection's own model call, apart from the agent's")
+		Expect(res.Gate.Released).To(BeNumerically(">", 0), "guarded effects passed on the strength of the verification")
+		Expect(res.Gate.Denied).To(BeZero())
+
+		run := realLedgerHoldsOnlyTheRun(ctx, h, res.RunID)
+		Expect(run.Attempts[1].Lessons).To(ConsistOf(HaveField("ID", r.Lesson.ID)), "the next attempt was handed the lesson")
+		Expect(run.Attempts[0].Lessons).To(BeEmpty())
+		Expect(run.Events).To(ContainElement(HaveField("Type", "lesson.used")), "the agent said it used it")
+		refls, err := h.History().Reflections(res.RunID)
+		Expect(err).NotTo(HaveOccurred())
+		for _, id := range append([]string{refls[0].Counterfactual.RunID, refls[0].Verification.RunID}, replayIDs(refls[0])...) {
+			shadow, err := h.History().Load(ctx, id)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(shadow.Record.Isolated.Parent).To(Equal(res.RunID))
+		}
+		lessons, err := h.History().Lessons("deploy-v2", "")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(lessons).To(ConsistOf(HaveField("Lesson.ID", r.Lesson.ID)), "kept in memory for the scenario and agent")
+	}, SpecTimeout(4*time.Minute))
+
+	It("keeps the gate shut for an agent that ignores the lesson: nothing more of the guarded kinds reaches the world", func(ctx SpecContext) {
+		h := open(ctx)
+		res, err := h.Run(ctx, harness.RunRequest{Scenario: deployV2(), Agent: "unteachable"})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res.Verdict).To(Equal(harness.VerdictFail))
+		Expect(res.Reason).To(HavePrefix("reflection r1 gave up: verification failed"))
+		Expect(res.Reflections).To(HaveLen(1))
+		Expect(res.Gate.Held).To(Equal(1), "its blind retry waited at the gate while the reflection decided")
+		Expect(res.Gate.Denied).To(BeNumerically(">=", 1))
+		run := realLedgerHoldsOnlyTheRun(ctx, h, res.RunID)
+		deploys := 0
+		for _, l := range run.Ledger {
+			if l.Kind == cloud.KindDeployService {
+				deploys++
+			}
+		}
+		Expect(deploys).To(Equal(1), "only the first, refused deploy ever reached the world")
+	}, SpecTimeout(4*time.Minute))
+
+	It("fails a wrong lesson in verification, and passes the right one", func(ctx SpecContext) {
+		h := open(ctx)
+		// Without reflection the agent gives up at step 4, where the world
+		// moved to v2: the state the next attempt would stand on.
+		scen := deployV2("reflect: {replays: 3, max: 2}\n", "", "policy: verify}", "policy: allow}", "policy: verify}", "policy: allow}")
+		res, err := h.Run(ctx, harness.RunRequest{Scenario: scen})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res.Outcome).To(Equal(protocol.OutcomeFailure))
+		wrong := history.Lesson{ID: "wrong", Class: reflect.ClassTransient, Text: "retry later", Evidence: json.RawMessage(`{}`)}
+		v, err := reflect.Verify(ctx, h, res.RunID, wrong, "a wrong lesson")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(v.Verdict).To(Equal(harness.VerdictFail), v.Reason)
+		right := history.Lesson{ID: "right", Class: reflect.ClassAPIContract, Text: "correct from the refusals", Evidence: json.RawMessage(`{}`)}
+		v, err = reflect.Verify(ctx, h, res.RunID, right, "the right lesson")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(v.Verdict).To(Equal(harness.VerdictPass), v.Reason)
+		realLedgerHoldsOnlyTheRun(ctx, h, res.RunID)
+	}, SpecTimeout(4*time.Minute))
+
+	It("names the first request a replay sent otherwise than the recording", func(ctx SpecContext) {
+		h := open(ctx)
+		scen := deployV2("args: [--give-up]\n", "args: [--give-up, --random-network-name]\n")
+		res, err := h.Run(ctx, harness.RunRequest{Scenario: scen, MaxAttempts: 2})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res.Reflections).NotTo(BeEmpty())
+		Expect(res.Reflections[0].Divergence).To(MatchRegexp(`replay 1: effect 1 of attempt 1: recorded cloud.create_network \{"name":"prod-net-[0-9a-f]{8}"\} -> done, re-run cloud.create_network \{"name":"prod-net-[0-9a-f]{8}"\}`))
+		Expect(res.Reflections[0].Reproduced.Failed).To(Equal(3), "it diverged, and the failure came back all the same")
+	}, SpecTimeout(4*time.Minute))
+
+	It("tells a flaky failure from a deterministic one", func(ctx SpecContext) {
+		h := open(ctx)
+		scen := deployV2("args: [--give-up]\n", "args: [--give-up, --flaky]\n", "replays: 3", "replays: 8")
+		// A coin per process: the real attempt must give up for a
+		// reflection to open, and 8 replays all alike is a chance of 1 in
+		// 128. Tried up to 6 times.
+		for try := 0; try < 6; try++ {
+			res, err := h.Run(ctx, harness.RunRequest{Scenario: scen, MaxAttempts: 1})
+			Expect(err).NotTo(HaveOccurred())
+			if len(res.Reflections) == 0 {
+				continue // this time the real attempt adapted
+			}
+			r := res.Reflections[0]
+			if r.Reproduced.Failed == 0 || r.Reproduced.Failed == r.Reproduced.Runs {
+				continue
+			}
+			Expect(r.Diagnosis.Detail).To(ContainSubstring("flaky"))
+			rep, err := reflect.Load(ctx, h, res.RunID)
+			Expect(err).NotTo(HaveOccurred())
+			var md stringsBuilder
+			Expect(rep.WriteMarkdown(&md)).To(Succeed())
+			Expect(md.String()).To(ContainSubstring("(flaky)"))
+			return
+		}
+		Fail("no try gave a flaky reflection in 6 runs")
+	}, SpecTimeout(8*time.Minute))
+
+	It("redoes a verification that went stale: the real world changed before the next attempt started", func(ctx SpecContext) {
+		h := open(ctx)
+		// Attempt 1 is stopped right after the refusal, down for 2h of
+		// virtual time; during the down window the API moves back to v1 —
+		// after the verification copied the v2 world.
+		faults := []chaos.Spec{spec("api-version:v2@step:3"), spec("stop:1s@effect:4:after/2h"), spec("api-version:v1@t:1h")}
+		res, err := h.Run(ctx, harness.RunRequest{Scenario: deployV2(), Faults: faults})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res.Verdict).To(Equal(harness.VerdictPass), res.Reason)
+		Expect(res.Reflections).To(HaveLen(1))
+		v := res.Reflections[0].Verification
+		Expect(v.Stale).To(BeTrue(), "the verification was bound to the v2 world it copied")
+		Expect(v.Redone).To(Equal(1))
+		Expect(v.Verdict).To(Equal(harness.VerdictPass))
+	}, SpecTimeout(4*time.Minute))
+})
+
+func spec(text string) chaos.Spec {
+	s, err := chaos.ParseSpec(text)
+	Expect(err).NotTo(HaveOccurred())
+	return s
+}
+
+func replayIDs(r history.ReflectionRecord) []string {
+	var ids []string
+	for _, rp := range r.Replays {
+		ids = append(ids, rp.RunID)
+	}
+	return ids
+}
+
+// stringsBuilder is an io.Writer collecting a report.
+type stringsBuilder struct{ b []byte }
+
+func (s *stringsBuilder) Write(p []byte) (int, error) { s.b = append(s.b, p...); return len(p), nil }
+func (s *stringsBuilder) String() string              { return string(s.b) }
