@@ -129,12 +129,13 @@ var _ = Describe("the reflection loop on deploy-v2", func() {
 
 	It("tells a flaky failure from a deterministic one", func(ctx SpecContext) {
 		h := open(ctx)
-		scen := deployV2("args: [--give-up]\n", "args: [--give-up, --flaky]\n", "replays: 3", "replays: 8")
-		// A coin per process: the real attempt must give up for a
+		// Without the API change, the flaky agent fails only when its coin
+		// makes it send a bad step 4. The real attempt must fail for a
 		// reflection to open, and 8 replays all alike is a chance of 1 in
-		// 128. Tried up to 6 times.
+		// 128: tried up to 6 times.
+		scen := deployV2("args: [--give-up]\n", "args: [--give-up, --flaky]\n", "replays: 3", "replays: 8")
 		for try := 0; try < 6; try++ {
-			res, err := h.Run(ctx, harness.RunRequest{Scenario: scen, MaxAttempts: 1})
+			res, err := h.Run(ctx, harness.RunRequest{Scenario: scen, MaxAttempts: 1, Faults: []chaos.Spec{}})
 			Expect(err).NotTo(HaveOccurred())
 			if len(res.Reflections) == 0 {
 				continue // this time the real attempt adapted
@@ -158,16 +159,25 @@ var _ = Describe("the reflection loop on deploy-v2", func() {
 		h := open(ctx)
 		// Attempt 1 is stopped right after the refusal, down for 2h of
 		// virtual time; during the down window the API moves back to v1 —
-		// after the verification copied the v2 world.
+		// after the verification copied the v2 world, where it passed.
 		faults := []chaos.Spec{spec("api-version:v2@step:3"), spec("stop:1s@effect:4:after/2h"), spec("api-version:v1@t:1h")}
 		res, err := h.Run(ctx, harness.RunRequest{Scenario: deployV2(), Faults: faults})
 		Expect(err).NotTo(HaveOccurred())
-		Expect(res.Verdict).To(Equal(harness.VerdictPass), res.Reason)
 		Expect(res.Reflections).To(HaveLen(1))
-		v := res.Reflections[0].Verification
+		r := res.Reflections[0]
+		v := r.Verification
 		Expect(v.Stale).To(BeTrue(), "the verification was bound to the v2 world it copied")
 		Expect(v.Redone).To(Equal(1))
-		Expect(v.Verdict).To(Equal(harness.VerdictPass))
+		// On the v1 world the lesson no longer holds: the world's recorded
+		// refusal of step 4 stands, and v1 issues no API keys. The redone
+		// verification says so before any real attempt acts on it.
+		Expect(v.Verdict).To(Equal(harness.VerdictFail))
+		Expect(r.Decision).To(Equal(history.DecisionGaveUp))
+		Expect(r.Reason).To(HavePrefix("verification failed once redone on the changed world"))
+		Expect(res.Verdict).To(Equal(harness.VerdictFail))
+		refls, err := h.History().Reflections(res.RunID)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(refls[0].Verification.WorldSeq).To(BeNumerically(">", 0))
 	}, SpecTimeout(4*time.Minute))
 })
 

@@ -23,6 +23,12 @@ import (
 // the harness process — as soon as it reports that fault fired. It returns
 // the run's id.
 func killAtFiring(ctx SpecContext, state, fault string, args ...string) string {
+	return killAt(ctx, state, "fault "+fault+" applied", args...)
+}
+
+// killAt runs the binary with args and SIGKILLs it as soon as a progress
+// line starts with prefix; it returns the run's id.
+func killAt(ctx SpecContext, state, prefix string, args ...string) string {
 	cmd := exec.CommandContext(ctx, bin, append([]string{"--state", state}, args...)...)
 	stderr, err := cmd.StderrPipe()
 	Expect(err).NotTo(HaveOccurred())
@@ -36,14 +42,14 @@ func killAtFiring(ctx SpecContext, state, fault string, args ...string) string {
 		if id, ok := strings.CutPrefix(line, "run "); ok && runID == "" && !strings.Contains(id, " ") {
 			runID = id
 		}
-		if strings.HasPrefix(line, "fault "+fault+" applied") {
+		if strings.HasPrefix(line, prefix) {
 			Expect(cmd.Process.Signal(syscall.SIGKILL)).To(Succeed())
 			break
 		}
 	}
 	_, _ = io.Copy(io.Discard, stderr)
 	err = cmd.Wait()
-	Expect(err).To(HaveOccurred(), "the harness finished before fault %s fired:\n%s", fault, seen.String())
+	Expect(err).To(HaveOccurred(), "the harness finished before it said %q:\n%s", prefix, seen.String())
 	Expect(cmd.ProcessState.Sys().(syscall.WaitStatus).Signal()).To(Equal(syscall.SIGKILL), seen.String())
 	Expect(runID).NotTo(BeEmpty(), seen.String())
 	return runID

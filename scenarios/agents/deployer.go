@@ -62,7 +62,7 @@ func Deployer(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	ignoreLessons := fs.Bool("ignore-lessons", false, "never follow the lessons of GET /v1/run (the jagged model that does not learn)")
 	blindRetry := fs.Bool("blind-retry", false, "retry a refused step once, unchanged, under a new key of its own, before giving up")
 	randomNet := fs.Bool("random-network-name", false, "name its network with a random suffix (a re-run never asks for the same network twice: for divergence tests)")
-	flaky := fs.Bool("flaky", false, "with --give-up, give up on a refusal only half the time (a coin per process), else correct it: a flaky agent")
+	flaky := fs.Bool("flaky", false, "half the time (a coin per process) send step 4 without its image, which the world refuses: a flaky agent")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -92,7 +92,7 @@ type deployOptions struct {
 	ignoreLessons bool          // never follow a lesson
 	blindRetry    bool          // retry a refused step once, unchanged, under a new key
 	randomNet     bool          // a random tag on the network (a re-run differs from its recording)
-	flaky         bool          // give up only half the time
+	flaky         bool          // half the time, a bad step 4
 }
 
 // ClassAPIContract is the lesson class (the reflection's diagnosis) that
@@ -129,9 +129,7 @@ func deploy(ctx context.Context, c *agent.Client, o deployOptions, out io.Writer
 		_ = c.Event(ctx, "progress", fmt.Sprintf("resumed after step %d", step), nil)
 	}
 	giveUp := o.giveUp
-	if giveUp && o.flaky && coin() {
-		giveUp = false // this time it adapts after all
-	}
+	badStep4 := o.flaky && coin()
 	if giveUp && !o.ignoreLessons {
 		// A lesson that says the API changed makes it adapt; it says which
 		// lessons it used.
@@ -199,7 +197,11 @@ func deploy(ctx context.Context, c *agent.Client, o deployOptions, out io.Writer
 			_, err = effect(cloud.KindRunMigration, map[string]any{"database_id": st.DatabaseID, "version": arg(2, "version")})
 			st.Migrated = task.Migration
 		case 4:
-			result, err = effect(cloud.KindDeployService, map[string]any{"name": arg(3, "name"), "image": arg(3, "image"), "database_id": st.DatabaseID})
+			image := arg(3, "image")
+			if badStep4 {
+				image = "" // the flaky agent's slip
+			}
+			result, err = effect(cloud.KindDeployService, map[string]any{"name": arg(3, "name"), "image": image, "database_id": st.DatabaseID})
 			if err == nil {
 				st.Endpoint, err = field(result, "endpoint")
 			}
