@@ -23,12 +23,15 @@ test: ## run every test (needs a running Docker engine; .ci/run starts one)
 # The benchmarks run with the overnight binary's own GOMAXPROCS (1, see
 # cmd/overnight/main.go); the LLM overhead is measured with 2 as well.
 bench: export GOMAXPROCS := 1
-bench: ## measure the journal, the gateway (effects, LLM calls), the week, kill recovery and sandbox cold start
+bench: ## measure the journal, the gateway (effects, LLM calls), the week, kill recovery, sandbox cold start, the gate and the reflection loop
 	$(GO) test -run '^$$' -bench . -benchtime 20000x ./harness/journal
 	$(GO) test -run '^$$' -bench 'Effect|LLM' -benchtime 2000x ./harness
 	GOMAXPROCS=2 $(GO) test -run '^$$' -bench 'LLMOverhead' -benchtime 2000x ./harness
 	$(GO) test -run '^$$' -bench 'Week|KillRecovery' -benchtime 3x ./harness
 	$(GO) test -run '^$$' -bench ColdStart -benchtime 20x ./sandbox
+	$(GO) test -run '^$$' -bench GateAllow ./reflect
+	$(GO) test -run '^$$' -bench FailureToDecision -benchtime 10x ./reflect
+	$(GO) test -run '^$$' -bench Replay -benchtime 3x ./reflect
 
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
@@ -44,7 +47,7 @@ fuzz: ## fuzz the parsers and the gateway protocol, 30s each
 	$(GO) test -run '^$$' -fuzz '^FuzzGateway$$' -fuzztime 30s ./harness/gateway
 	$(GO) test -run '^$$' -fuzz '^FuzzParseRequest$$' -fuzztime 30s ./harness/llm
 
-demo: build ## deploy with the agent SIGKILLed after step 3, the naive agent caught, then a week in seconds
+demo: build ## deploy with the agent SIGKILLed after step 3, the naive agent caught, a week in seconds, then a failure reflected on and fixed
 	@echo "== 1. The well-behaved deployer, SIGKILLed once its step-3 checkpoint is durable:"
 	@echo "   $(BIN) run deploy --seed 1 --fault kill@step:3"
 	@./$(BIN) --state $(DEMO_STATE) run deploy --seed 1 --fault kill@step:3
@@ -60,7 +63,14 @@ demo: build ## deploy with the agent SIGKILLed after step 3, the naive agent cau
 	@echo "   $(BIN) run week --seed 42"
 	@./$(BIN) --state $(DEMO_STATE) run week --seed 42
 	@echo
-	@echo "demo ok: the harness passed the agents that survive, and caught the one that does not."
+	@echo "== 4. The reflection loop: the API changes to v2 after step 3 and the agent gives up."
+	@echo "   The harness replays the failure in isolation, diagnoses it, verifies a lesson there,"
+	@echo "   and only then lets the next attempt deploy (the lesson is written by the scripted test double)."
+	@echo "   $(BIN) run deploy-v2 --seed 3 --lessons none"
+	@./$(BIN) --state $(DEMO_STATE) run deploy-v2 --seed 3 --lessons none
+	@echo "   The write-up: $(BIN) --state $(DEMO_STATE) reflect <run-id>"
+	@echo
+	@echo "demo ok: the harness passed the agents that survive, caught the one that does not, and taught one that failed."
 	@echo "See the runs with: $(BIN) --state $(DEMO_STATE) runs"
 
 clean: ## remove bin/ and the demo's state dir (containers: bin/overnight gc)

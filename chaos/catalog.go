@@ -78,7 +78,7 @@ func builtinKinds() []Kind {
 			Draw:     func(rng *rand.Rand, r Reach) (string, time.Duration) { return "", drawDuration(rng, r, 1) },
 		},
 		{
-			Name: "harness-crash", Group: "process", Triggers: onceTriggers, Example: "harness-crash@effect:2",
+			Name: "harness-crash", Group: "process", EndsHarness: true, Triggers: onceTriggers, Example: "harness-crash@effect:2",
 			Summary: "the harness SIGKILLs itself at that point (effect:N: after the world acted, before the result is journaled); `overnight resume RUN` continues from the journal alone",
 			New:     func(Spec) (Fault, error) { return crashFault{}, nil },
 			// Never drawn at random: it ends the process.

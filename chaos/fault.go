@@ -170,6 +170,9 @@ type Kind struct {
 	// kill, a restart or the harness's own crash — so that a frozen agent
 	// or a cut sandbox network outlives the process it first hit.
 	PerAttempt bool `json:"per_attempt,omitempty"`
+	// EndsHarness marks kinds that end the harness's own process: an
+	// isolated re-run, which shares that process, leaves them out.
+	EndsHarness bool `json:"ends_harness,omitempty"`
 	// NeedsNetwork marks kinds that act on the sandbox network a scenario
 	// gives its agent (sandbox: {network: internal}); a run of a scenario
 	// without one refuses them before it starts.

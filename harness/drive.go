@@ -45,16 +45,57 @@ func (h *Harness) plan(ctx context.Context, a scenarios.AgentSpec) (sandboxPlan,
 	default:
 		return sandboxPlan{}, errors.New("the agent has none of builtin, binary or image")
 	}
-	eng, err := h.engine(ctx)
-	if err != nil {
-		return sandboxPlan{}, err
-	}
-	img, err := eng.EnsureImage(ctx, spec)
+	img, err := h.image(ctx, spec)
 	if err != nil {
 		return sandboxPlan{}, err
 	}
 	p.image = img
 	return p, nil
+}
+
+// imageKey is what the sandbox image of a spec depends on, as far as this
+// process can see without reading the binaries again: their size and
+// modification time.
+type imageKey struct {
+	spec  sandbox.ImageSpec
+	stats string
+}
+
+// image is the sandbox image for spec, made once per process for each
+// distinct input (the reflection loop starts many isolated runs of one
+// agent: hashing its binaries again for each would cost ~100 ms).
+func (h *Harness) image(ctx context.Context, spec sandbox.ImageSpec) (string, error) {
+	var stats []string
+	for _, f := range []string{spec.InitBinary, spec.AgentBinary} {
+		if f == "" {
+			continue
+		}
+		fi, err := os.Stat(f)
+		if err != nil {
+			stats = nil
+			break
+		}
+		stats = append(stats, fmt.Sprintf("%s:%d:%d", f, fi.Size(), fi.ModTime().UnixNano()))
+	}
+	key := imageKey{spec, fmt.Sprint(stats)}
+	h.mu.Lock()
+	img, ok := h.images[key]
+	h.mu.Unlock()
+	if ok && stats != nil && spec.BaseImage == "" {
+		return img, nil
+	}
+	eng, err := h.engine(ctx)
+	if err != nil {
+		return "", err
+	}
+	img, err = eng.EnsureImage(ctx, spec)
+	if err != nil {
+		return "", err
+	}
+	h.mu.Lock()
+	h.images[key] = img
+	h.mu.Unlock()
+	return img, nil
 }
 
 // drive runs a recorded run to its end: world, gateway, supervisor, verdict.
@@ -71,9 +112,12 @@ func (h *Harness) drive(ctx context.Context, runID string, plan sandboxPlan) (*R
 	h.mu.Unlock()
 	// Whatever dead runs left behind goes first — this run's own orphan of
 	// an earlier, crashed harness included: its logs are kept, then it is
-	// removed.
-	if _, err := h.reap(ctx, eng); err != nil {
-		h.log.Warn("reap", "err", err)
+	// removed. (An isolated re-run starts while its parent, which reaped,
+	// is live: it has nothing of its own to reap.)
+	if rec, err := h.history.Run(runID); err != nil || rec.Isolated == nil || rec.Attempts > 0 {
+		if _, err := h.reap(ctx, eng); err != nil {
+			h.log.Warn("reap", "err", err)
+		}
 	}
 	h.mu.Lock()
 	h.live[runID] = true
@@ -201,8 +245,18 @@ func (h *Harness) load(ctx context.Context, runID string) (*run, error) {
 	if err != nil {
 		return nil, err
 	}
+	wr := h.w
+	if rec.Isolated != nil {
+		// An isolated re-run is redone, not resumed, if the harness dies:
+		// its writes need no sync (the reflection's record of it does).
+		wr = h.w.Scratch()
+		store, prefix := wr.WorldStore(runID)
+		if w, err = h.opts.Worlds.Open(ctx, scen.World.Name, store, prefix, scen.World.Options); err != nil {
+			return nil, err
+		}
+	}
 	r := &run{
-		h: h, w: h.w, log: h.log.With("run", runID), scen: scen, world: w, task: scen.TaskJSON(), rec: rec,
+		h: h, w: wr, log: h.log.With("run", runID), scen: scen, world: w, task: scen.TaskJSON(), rec: rec,
 		doneCh: make(chan struct{}), stopCh: make(chan struct{}),
 		dying: map[int]time.Time{}, dead: map[int]chan struct{}{},
 	}

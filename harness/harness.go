@@ -140,6 +140,7 @@ type Harness struct {
 	docker sandbox.API
 	eng    *sandbox.Engine
 	live   map[string]bool
+	images map[imageKey]string // sandbox images made by this process (see image)
 
 	control *controlServer // the state dir's control socket (nil: none)
 }
@@ -176,7 +177,7 @@ func Open(ctx context.Context, opts Options) (*Harness, error) {
 		return nil, err
 	}
 	h := &Harness{opts: opts, j: j, w: history.NewWriter(j), history: history.NewReader(j, opts.Worlds),
-		log: opts.Logger, state: abs, docker: opts.Docker, live: map[string]bool{}}
+		log: opts.Logger, state: abs, docker: opts.Docker, live: map[string]bool{}, images: map[imageKey]string{}}
 	h.control = h.serveControl()
 	return h, nil
 }

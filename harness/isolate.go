@@ -101,6 +101,11 @@ func (h *Harness) Isolated(ctx context.Context, req IsolatedRequest) (*Result, e
 	if faults == nil {
 		faults = []chaos.Spec{}
 	}
+	for _, f := range faults {
+		if k, _ := h.opts.Faults.Lookup(f.Kind); k.EndsHarness {
+			return nil, fmt.Errorf("fault %s: an isolated run shares the harness's process, which this fault would end: leave it out", f.String())
+		}
+	}
 	seed := parent.Seed
 	rr := RunRequest{
 		Scenario: scen, Agent: parent.Agent, Seed: &seed, Faults: faults, LLM: llmSpec,
@@ -138,7 +143,7 @@ func (h *Harness) fork(ctx context.Context, parent history.RunRecord, id string,
 	if err != nil {
 		return nil, 0, fmt.Errorf("the state of run %s's world at ledger entry %d: %w", parent.ID, worldSeq, err)
 	}
-	store, prefix := h.w.WorldStore(id)
+	store, prefix := h.w.Scratch().WorldStore(id) // a shadow is rebuilt, never recovered
 	shadow, err := h.opts.Worlds.Open(ctx, scen.World.Name, store, prefix, scen.World.Options)
 	if err != nil {
 		return nil, 0, err

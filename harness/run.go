@@ -394,5 +394,20 @@ func (r *run) RequestFinished() {
 	r.mu.Unlock()
 }
 
-// progress prints a line for a person watching the run.
-func (r *run) progress(format string, args ...any) { r.h.progress(format, args...) }
+// progress prints a line for a person watching the run; an isolated
+// re-run's lines are marked as its shadow's, so they do not read as the
+// real run's.
+func (r *run) progress(format string, args ...any) {
+	if iso := r.rec.Isolated; iso != nil {
+		format = "  [" + shadowName(r.rec.ID, iso) + "] " + format
+	}
+	r.h.progress(format, args...)
+}
+
+// shadowName names an isolated run for a progress line.
+func shadowName(id string, iso *history.Isolation) string {
+	if iso.Purpose != "" {
+		return iso.Purpose
+	}
+	return "isolated run " + id
+}

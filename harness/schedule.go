@@ -202,6 +202,10 @@ func (h *Harness) create(ctx context.Context, req RunRequest) (string, error) {
 	if req.Started != nil {
 		req.Started(id)
 	}
-	h.progress("run %s: scenario %s, seed %d, faults %v", id, scen.Name, seed, rec.Faults)
+	if iso := rec.Isolated; iso != nil {
+		h.progress("  [%s] run %s of %s: faults %v", shadowName(id, iso), id, iso.Parent, rec.Faults)
+	} else {
+		h.progress("run %s: scenario %s, seed %d, faults %v", id, scen.Name, seed, rec.Faults)
+	}
 	return id, nil
 }

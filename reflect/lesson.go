@@ -18,9 +18,9 @@ import (
 // lesson; a scripted model's rule can match on it (prompt_contains).
 const LessonPrompt = "Write the lesson."
 
-// diagnose runs the counterfactual (the same re-run without the run's
-// faults) and the deterministic diagnosis; a failure that never came back
-// is given up on.
+// diagnose diagnoses the failure deterministically, from the journal, both
+// ledgers, the replays and the counterfactual; a failure that never came
+// back is given up on.
 func (rf *reflector) diagnose(r *history.ReflectionRecord) error {
 	run, err := rf.h.History().Load(rf.ctx, rf.rec.ID)
 	if err != nil {
@@ -30,18 +30,11 @@ func (rf *reflector) diagnose(r *history.ReflectionRecord) error {
 	for _, rp := range r.Replays {
 		reproduced = reproduced || rp.Reproduced
 	}
-	if reproduced {
-		sp, err := rf.failing(r)
-		if err != nil {
-			return err
-		}
-		cf, _, err := rf.isolated(r, sp, nil, liveSpec(rf.rec), "counterfactual of reflection "+r.ID+": the same re-run without the run's faults", 0)
-		if err != nil {
-			return err
-		}
-		r.Counterfactual = &cf
+	cf := r.Counterfactual
+	if !reproduced {
+		cf = nil // it tells nothing about a failure that did not come back
 	}
-	d := diagnose(r.Trigger, run, r.Replays, r.Counterfactual)
+	d := diagnose(r.Trigger, run, r.Replays, cf)
 	r.Diagnosis = &d
 	if !reproduced {
 		rf.decide(r, history.DecisionGaveUp, fmt.Sprintf("not reproduced: the failure did not come back in %d isolated replays", len(r.Replays)))
@@ -127,7 +120,7 @@ func specOr(spec string, m llm.Model) string {
 
 // verify tries the lesson where the next attempt will stand.
 func (rf *reflector) verify(r *history.ReflectionRecord) error {
-	v, err := Verify(rf.ctx, rf.h, rf.rec.ID, *r.Lesson, "verification of reflection "+r.ID+": lesson "+r.Lesson.ID)
+	v, err := Verify(rf.ctx, rf.h, rf.rec.ID, *r.Lesson, r.ID+" verification")
 	if err != nil {
 		return err
 	}

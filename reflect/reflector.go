@@ -343,7 +343,7 @@ func (rf *reflector) fresh(ctx context.Context, i int) (bool, error) {
 	}
 	rf.h.Progressf("reflection %s: the real world changed since its verification: verifying lesson %s again", r.ID, r.Lesson.ID)
 	redone := r.Verification.Redone + 1
-	v, err := Verify(ctx, rf.h, rf.rec.ID, *r.Lesson, fmt.Sprintf("verification of reflection %s, redone: the real world changed", r.ID))
+	v, err := Verify(ctx, rf.h, rf.rec.ID, *r.Lesson, r.ID+" verification, redone (the real world changed)")
 	if err != nil {
 		return false, err
 	}

@@ -76,6 +76,12 @@ func (rf *reflector) failing(r *history.ReflectionRecord) (replaySpec, error) {
 		if err != nil {
 			return replaySpec{}, err
 		}
+		if k, _ := rf.h.Faults().Lookup(s.Kind); k.EndsHarness {
+			// A re-run shares the harness's process with the real run: its
+			// crash would be theirs. The crash's point is where the run was
+			// resumed, which the replay starts from anyway.
+			continue
+		}
 		sp.faults = append(sp.faults, s)
 	}
 	if rf.rec.LLM != "" || rf.scen.LLM != nil {
@@ -122,27 +128,36 @@ func (rf *reflector) replay(r *history.ReflectionRecord) error {
 	if err != nil {
 		return err
 	}
+	// The replays and the counterfactual (the same re-run without the
+	// run's faults, for the diagnosis) run side by side.
 	n := rf.scen.Reflect.Replays
-	out := make([]history.ReplayRecord, n)
-	shadows := make([]*history.Run, n)
-	errs := make([]error, n)
+	out := make([]history.ReplayRecord, n+1)
+	shadows := make([]*history.Run, n+1)
+	errs := make([]error, n+1)
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
-			out[i], shadows[i], errs[i] = rf.isolated(r, sp, sp.faults, sp.llm, fmt.Sprintf("replay %d of %d of reflection %s", i+1, n, r.ID), sp.replayOf)
+			out[i], shadows[i], errs[i] = rf.isolated(r, sp, sp.faults, sp.llm, fmt.Sprintf("%s replay %d/%d", r.ID, i+1, n), sp.replayOf)
 		})
 	}
+	wg.Go(func() {
+		out[n], shadows[n], errs[n] = rf.isolated(r, sp, nil, liveSpec(rf.rec), r.ID+" counterfactual (no faults)", 0)
+	})
 	wg.Wait()
-	for i := range n {
-		if errs[i] != nil {
-			return errs[i]
+	for _, err := range errs {
+		if err != nil {
+			return err
 		}
+	}
+	cf := out[n]
+	r.Counterfactual = &cf
+	for i := range n {
 		out[i].Divergence = divergence(parent, sp, shadows[i])
 		if r.Divergence == "" && out[i].Divergence != "" {
 			r.Divergence = fmt.Sprintf("replay %d: %s", i+1, out[i].Divergence)
 		}
 	}
-	r.Replays = out
+	r.Replays = out[:n]
 	return nil
 }
 

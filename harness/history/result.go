@@ -157,6 +157,12 @@ func (res *Result) WriteText(w io.Writer) error {
 	e := res.Effects
 	fmt.Fprintf(&b, "effects: %d executed, %d deduplicated, %d duplicates, %d unknown, %d unkeyed\n",
 		e.Executed, e.Deduplicated, e.Duplicates, e.Unknown, e.Unkeyed)
+	for _, r := range res.Reflections {
+		fmt.Fprintf(&b, "reflection %s: %s — %s (replays: %d of %d reproduced it)\n", r.ID, r.Decision, r.Reason, r.Reproduced.Failed, r.Reproduced.Runs)
+	}
+	if g := res.Gate; g != nil {
+		fmt.Fprintf(&b, "gate: %d held, %d released, %d approved, %d denied\n", g.Held, g.Released, g.Approved, g.Denied)
+	}
 	b.WriteString("invariants:\n")
 	tw := tabwriter.NewWriter(&b, 2, 4, 2, ' ', 0)
 	for _, ir := range res.Invariants {

@@ -119,10 +119,19 @@ func (e Entry) encode() (journal.Entry, error) {
 }
 
 // Writer puts records into the journal: each Put is one durable commit.
-type Writer struct{ j *journal.Journal }
+type Writer struct {
+	j       *journal.Journal
+	scratch bool // commits are not synced (see Scratch)
+}
 
 // NewWriter writes through j.
 func NewWriter(j *journal.Journal) *Writer { return &Writer{j: j} }
+
+// Scratch is a writer to the same journal whose commits are not synced:
+// for a run whose records may be lost in a crash — an isolated re-run that
+// the reflection redoes from its own durable record. What it writes is
+// visible at once, and durable with the next synced commit of anyone.
+func (w *Writer) Scratch() *Writer { return &Writer{j: w.j, scratch: true} }
 
 // Put writes entries in one durable commit: all of them or none.
 func (w *Writer) Put(ctx context.Context, entries ...Entry) error {
@@ -133,6 +142,9 @@ func (w *Writer) Put(ctx context.Context, entries ...Entry) error {
 			return err
 		}
 		es = append(es, je)
+	}
+	if w.scratch {
+		return w.j.CommitUnsynced(ctx, es...)
 	}
 	return w.j.Commit(ctx, es...)
 }
@@ -147,16 +159,22 @@ func (w *Writer) PutBlob(ctx context.Context, data []byte) (string, error) {
 // commit is one durable journal commit. An isolated run's world lives in
 // the isolated run's own key space, never its parent's.
 func (w *Writer) WorldStore(id string) (world.Store, []byte) {
-	return worldStore{w.j}, []byte(prefixWorld + id + "/")
+	return worldStore{w.j, w.scratch}, []byte(prefixWorld + id + "/")
 }
 
 // worldStore is the journal as a world's store.
-type worldStore struct{ j *journal.Journal }
+type worldStore struct {
+	j       *journal.Journal
+	scratch bool
+}
 
 func (s worldStore) Commit(ctx context.Context, entries ...world.Entry) error {
 	es := make([]journal.Entry, len(entries))
 	for i, e := range entries {
 		es[i] = journal.Entry{Key: e.Key, Value: e.Value}
+	}
+	if s.scratch {
+		return s.j.CommitUnsynced(ctx, es...)
 	}
 	return s.j.Commit(ctx, es...)
 }

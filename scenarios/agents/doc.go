@@ -18,6 +18,7 @@ type Main func(ctx context.Context, args []string, stdout, stderr io.Writer) int
 var builtins = map[string]Main{
 	"deployer":   Deployer,
 	"maintainer": Maintainer,
+	"loadgen":    Loadgen,
 }
 
 // Lookup returns the built-in agent called name.

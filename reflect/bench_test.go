@@ -1,0 +1,182 @@
+package reflect_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/overnight-dev/overnight/harness"
+	"github.com/overnight-dev/overnight/harness/harnesstest"
+	"github.com/overnight-dev/overnight/reflect"
+	"github.com/overnight-dev/overnight/sandbox"
+	"github.com/overnight-dev/overnight/scenarios"
+	"github.com/overnight-dev/overnight/scenarios/agents"
+	"github.com/overnight-dev/overnight/scenarios/builtin"
+)
+
+// benchHarness opens a harness with the reflection loop on a fresh state
+// dir, with an init binary of its own.
+func benchHarness(b *testing.B) *harness.Harness {
+	b.Helper()
+	ctx := context.Background()
+	dir := b.TempDir()
+	bin := filepath.Join(dir, "overnight")
+	if err := harnesstest.Build(ctx, "./cmd/overnight", bin, fmt.Sprintf("reflect-bench-%d", time.Now().UnixNano())); err != nil {
+		b.Fatal(err)
+	}
+	api, err := sandbox.Connect(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ext, err := reflect.New(reflect.Options{Lessons: reflect.LessonsNone})
+	if err != nil {
+		b.Fatal(err)
+	}
+	state := filepath.Join(dir, "state")
+	h, err := harness.Open(ctx, harness.Options{StateDir: state, InitBinary: bin, Docker: api, Extension: ext, BuiltinAgents: agents.Names()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		_ = h.Close()
+		harnesstest.Leftovers(context.Background(), api, state)
+		eng := sandbox.New(api, sandbox.Options{})
+		if ref, err := eng.ImageRef(context.Background(), sandbox.ImageSpec{InitBinary: bin}); err == nil {
+			_ = eng.RemoveImage(context.Background(), ref)
+		}
+	})
+	return h
+}
+
+func p50(xs []time.Duration) time.Duration {
+	slices.Sort(xs)
+	return xs[len(xs)/2]
+}
+
+// BenchmarkFailureToDecision measures deploy-v2's reflection, from the
+// failure (the world's refusal) to the decision (the lesson verified):
+// three replays and the counterfactual side by side, then the
+// verification, each an isolated run in a container of its own. It also
+// reports how much of that is waiting for containers to start (create to
+// the agent's first request) on the way: the slowest of the four side by
+// side, then the verification's.
+//
+//	go test -run '^$' -bench FailureToDecision -benchtime 10x ./reflect
+func BenchmarkFailureToDecision(b *testing.B) {
+	h := benchHarness(b)
+	ctx := context.Background()
+	raw, _ := builtin.Lookup("deploy-v2")
+	scen, err := scenarios.Parse("builtin:deploy-v2", raw)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var decisions, waits []time.Duration
+	start := func(id string) time.Duration {
+		atts, err := h.History().Attempts(id)
+		if err != nil || len(atts) == 0 {
+			b.Fatalf("isolated run %s: %v", id, err)
+		}
+		return atts[0].FirstResumedAt.Sub(atts[0].StartedAt)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		res, err := h.Run(ctx, harness.RunRequest{Scenario: scen, Extras: map[string]string{reflect.ExtraLessons: reflect.LessonsNone}})
+		if err != nil || res.Verdict != harness.VerdictPass || len(res.Reflections) != 1 {
+			b.Fatalf("run %d: %v %+v", i, err, res)
+		}
+		refls, err := h.History().Reflections(res.RunID)
+		if err != nil {
+			b.Fatal(err)
+		}
+		r := refls[0]
+		decisions = append(decisions, r.DecidedAt.Sub(r.OpenedAt))
+		// On the way to the decision: the slowest container start of the
+		// replays and the counterfactual (side by side), then the
+		// verification's.
+		var first time.Duration
+		for _, id := range append([]string{r.Counterfactual.RunID}, replayIDs(r)...) {
+			first = max(first, start(id))
+		}
+		waits = append(waits, first+start(r.Verification.RunID))
+	}
+	b.StopTimer()
+	d, w := p50(decisions), p50(waits)
+	b.ReportMetric(float64(d.Milliseconds()), "decision-p50-ms")
+	b.ReportMetric(float64(w.Milliseconds()), "container-starts-p50-ms")
+	b.ReportMetric(float64(w)/float64(d), "start-share")
+}
+
+// BenchmarkReplay measures how fast an isolated re-run replays a recorded
+// run of 10,000 gateway requests — a quarter each effects, checkpoints,
+// LLM calls (answered from the recording) and events — timed inside the
+// sandbox, so container start is excluded.
+//
+//	go test -run '^$' -bench Replay -benchtime 3x ./reflect
+func BenchmarkReplay(b *testing.B) {
+	const requests = 10000
+	h := benchHarness(b)
+	ctx := context.Background()
+	text := fmt.Sprintf(`apiVersion: overnight/v1
+kind: Scenario
+name: loadgen
+world: cloud
+agent: {builtin: loadgen, args: [--requests, "%d"]}
+task: {dns: h0.example.com, service: {name: api}}
+llm: {model: scripted, rules: [{when: {}, reply: pong}]}
+invariants: [effects-resolved]
+limits: {timeout: 10m}
+`, requests)
+	file := filepath.Join(b.TempDir(), "loadgen.yaml")
+	if err := os.WriteFile(file, []byte(text), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	scen, err := scenarios.Load(file)
+	if err != nil {
+		b.Fatal(err)
+	}
+	rec, err := h.Run(ctx, harness.RunRequest{Scenario: scen})
+	if err != nil || rec.Verdict == harness.VerdictUnknown {
+		b.Fatalf("record: %v %+v", err, rec)
+	}
+	recorded := elapsed(b, h, rec.RunID)
+	var rates []float64
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		res, err := h.Isolated(ctx, harness.IsolatedRequest{Parent: rec.RunID, LLM: "replay:" + rec.RunID, ReplayAttempt: 1, Purpose: "bench"})
+		if err != nil || res.Verdict == harness.VerdictUnknown {
+			b.Fatalf("replay: %v %+v", err, res)
+		}
+		rates = append(rates, float64(requests)/elapsed(b, h, res.RunID).Seconds())
+	}
+	b.StopTimer()
+	slices.Sort(rates)
+	b.ReportMetric(rates[len(rates)/2], "replayed-requests/s")
+	b.ReportMetric(float64(requests)/recorded.Seconds(), "recorded-requests/s")
+}
+
+// elapsed is what the load generator reported for its requests.
+func elapsed(b *testing.B, h *harness.Harness, runID string) time.Duration {
+	b.Helper()
+	events, err := h.History().Events(runID)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, e := range events {
+		if e.Type == "loadgen" {
+			var d struct {
+				ElapsedMS int64 `json:"elapsed_ms"`
+			}
+			if err := json.Unmarshal(e.Data, &d); err != nil {
+				b.Fatal(err)
+			}
+			return time.Duration(d.ElapsedMS) * time.Millisecond
+		}
+	}
+	b.Fatalf("run %s has no loadgen event", runID)
+	return 0
+}
