@@ -148,6 +148,9 @@ func (h *Harness) Resume(ctx context.Context, runID string) (*Result, error) {
 	if rec.Status == StatusFinished && rec.Result != nil {
 		return rec.Result, nil
 	}
+	if iso := rec.Isolated; iso != nil {
+		return nil, fmt.Errorf("run %s (%s, of run %s): %w; resume run %s", runID, iso.Purpose, iso.Parent, ErrNotResumable, iso.Parent)
+	}
 	scen, err := h.history.Scenario(rec)
 	if err != nil {
 		return nil, err

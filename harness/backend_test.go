@@ -95,7 +95,7 @@ func serveGateway(r *run) (sock string, stop func(), err error) {
 
 func (lr *liveRun) attempt() string {
 	n := len(lr.r.sup.list) + 1
-	token, err := lr.r.beginAttempt(context.Background(), n)
+	token, err := lr.r.beginAttempt(context.Background(), n, false)
 	Expect(err).NotTo(HaveOccurred())
 	return token
 }

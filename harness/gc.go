@@ -12,13 +12,15 @@ import (
 )
 
 // resumable reports whether a run that no process drives can still be
-// resumed (its workspace volume must survive the reaper).
+// resumed (its workspace volume must survive the reaper). An isolated
+// re-run never is: a reflection whose harness died redoes the stage with
+// new ones.
 func (h *Harness) resumable(runID string) bool {
 	rec, err := h.history.Run(runID)
 	if err != nil {
 		return true // when in doubt (or unknown), keep the agent's files
 	}
-	return rec.Status != StatusFinished
+	return rec.Status != StatusFinished && rec.Isolated == nil
 }
 
 // removeStaleSocketDirs removes the gateway socket dirs that harnesses of

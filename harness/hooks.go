@@ -109,6 +109,9 @@ type AttemptEnd struct {
 	Done *history.DoneRecord
 	// Step is the step of the last durable checkpoint.
 	Step int
+	// CrashLoop says max_attempts attempts in a row ended without the agent
+	// reporting done: without a Renew the run ends.
+	CrashLoop bool
 }
 
 // AttemptDecision is an AttemptPolicy's answer.
@@ -122,11 +125,16 @@ type AttemptDecision struct {
 	// that claim back (it stays in the trajectory) and starts the next
 	// attempt: the agent may act again.
 	Reopen bool
+	// Renew, after a crash loop, starts the next attempt all the same and
+	// counts max_attempts again from it (a lesson was verified). The
+	// attempt is journaled as renewed.
+	Renew bool
 }
 
 // AttemptPolicy has a say in whether and when the next attempt starts. Next
 // is asked after every attempt that ends without a limit being hit — also
-// when the agent reported done — and may block (a reflection deciding)
+// when the agent reported done, and when the attempts ran into the crash
+// loop limit (AttemptEnd.CrashLoop) — and may block (a reflection deciding)
 // until ctx ends. The zero decision goes on as a run without a policy
 // would: the next attempt after the back-off, or the end once the agent
 // reported done.

@@ -54,6 +54,11 @@ type IsolatedRequest struct {
 // of another: shadows are forked from real runs only.
 var ErrIsolated = errors.New("an isolated run cannot be re-run in isolation")
 
+// ErrNotResumable is returned by Resume for an isolated run its harness
+// left unfinished: its writes were not synced, and the reflection that
+// started it redoes it with a new one when its parent is resumed.
+var ErrNotResumable = errors.New("an isolated run is not resumable")
+
 // Isolated runs IsolatedRequest to its verdict, judged by the scenario's
 // invariants over the shadow world.
 func (h *Harness) Isolated(ctx context.Context, req IsolatedRequest) (*Result, error) {

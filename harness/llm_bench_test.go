@@ -58,7 +58,7 @@ func serveBenchRun(b *testing.B, state, text string, env map[string]string, req 
 	if err != nil {
 		b.Fatal(err)
 	}
-	token, err := r.beginAttempt(ctx, 1)
+	token, err := r.beginAttempt(ctx, 1, false)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -115,6 +115,17 @@ func (a *attempts) gone(n int) bool {
 	return a.ending[n] || a.current != n || (n >= 1 && n <= len(a.list) && !a.list[n-1].EndedAt.IsZero())
 }
 
+// window is the first attempt max_attempts counts from: 1, or the last
+// renewed attempt.
+func (a *attempts) window() int {
+	for i := len(a.list) - 1; i >= 0; i-- {
+		if a.list[i].Renewed {
+			return a.list[i].N
+		}
+	}
+	return 1
+}
+
 func (a *attempts) last() history.AttemptRecord {
 	if len(a.list) == 0 {
 		return history.AttemptRecord{}
@@ -167,7 +178,8 @@ func (r *run) supervise(ctx context.Context, spec sandboxPlan) (endState, error)
 		n := len(r.sup.list) + 1
 		done := r.done
 		seqBefore := r.cp.Seq
-		end := AttemptEnd{RunID: r.rec.ID, Attempt: n - 1, End: r.sup.last().End, Done: done, Step: r.cp.Step}
+		last, window := r.sup.last(), r.sup.window()
+		end := AttemptEnd{RunID: r.rec.ID, Attempt: n - 1, End: last.End, Done: done, Step: r.cp.Step}
 		r.mu.Unlock()
 		// A spent budget or a diverged replay ends the run whatever the
 		// agent claims, so the verdict does not depend on which came first.
@@ -178,6 +190,19 @@ func (r *run) supervise(ctx context.Context, spec sandboxPlan) (endState, error)
 			return r.llm.end(), nil
 		default:
 		}
+		// A crash loop: max_attempts attempts in a row (since the run
+		// began, or since the last renewed attempt) ended without done.
+		loop := done == nil && !r.clock.reached() && n-window >= r.rec.MaxAttempts
+		var loopReason string
+		if loop {
+			loopReason = fmt.Sprintf("crash loop: %d attempts ended without the agent reporting done (last: %s); max_attempts is %d",
+				n-window, describe(last), r.rec.MaxAttempts)
+			r.mu.Lock()
+			r.failed(Failure{Kind: FailureCrashLoop, Attempt: n - 1, Detail: loopReason})
+			r.unlock()
+			end.CrashLoop = true
+		}
+		renew := false
 		if r.hooks.Next != nil && n > 1 && !r.clock.reached() {
 			d, err := r.hooks.Next.Next(ctx, end)
 			switch {
@@ -185,8 +210,12 @@ func (r *run) supervise(ctx context.Context, spec sandboxPlan) (endState, error)
 				return r.stopped(ctx)
 			case err != nil:
 				return endState{}, fmt.Errorf("attempt policy: %w", err)
+			case d.Stop && loop:
+				return endState{limit: true, verdict: d.Verdict, reason: loopReason + "; " + d.Reason}, nil
 			case d.Stop:
 				return endState{verdict: d.Verdict, reason: d.Reason}, nil
+			case d.Renew && loop:
+				renew, loop = true, false
 			case d.Reopen && done != nil && done.Outcome == protocol.OutcomeFailure:
 				if err := r.reopen(ctx); err != nil {
 					return endState{}, err
@@ -200,13 +229,8 @@ func (r *run) supervise(ctx context.Context, spec sandboxPlan) (endState, error)
 		if r.clock.reached() {
 			return endState{limit: true, reason: fmt.Sprintf("virtual horizon reached (%s of virtual time) before the agent finished", r.clock.span())}, nil
 		}
-		if n > r.rec.MaxAttempts {
-			r.mu.Lock()
-			reason := fmt.Sprintf("crash loop: %d attempts ended without the agent reporting done (last: %s); max_attempts is %d",
-				n-1, describe(r.sup.last()), r.rec.MaxAttempts)
-			r.failed(Failure{Kind: FailureCrashLoop, Detail: reason})
-			r.unlock()
-			return endState{limit: true, reason: reason}, nil
+		if loop {
+			return endState{limit: true, reason: loopReason}, nil
 		}
 		if n > 1 {
 			select {
@@ -218,7 +242,7 @@ func (r *run) supervise(ctx context.Context, spec sandboxPlan) (endState, error)
 		if err := r.holdDown(ctx); err != nil {
 			return endState{}, err
 		}
-		if err := r.attempt(ctx, eng, n, spec); err != nil {
+		if err := r.attempt(ctx, eng, n, renew, spec); err != nil {
 			if ctx.Err() != nil {
 				return r.stopped(ctx)
 			}
@@ -284,8 +308,8 @@ type sandboxPlan struct {
 
 // attempt runs one container to its end. It returns an error only when the
 // harness itself failed (Docker, journal).
-func (r *run) attempt(ctx context.Context, eng *sandbox.Engine, n int, plan sandboxPlan) error {
-	token, err := r.beginAttempt(ctx, n)
+func (r *run) attempt(ctx context.Context, eng *sandbox.Engine, n int, renewed bool, plan sandboxPlan) error {
+	token, err := r.beginAttempt(ctx, n, renewed)
 	if err != nil {
 		return err
 	}
@@ -444,12 +468,12 @@ func (r *run) attempt(ctx context.Context, eng *sandbox.Engine, n int, plan sand
 // beginAttempt mints attempt n's token and makes the attempt — with the
 // lessons it is handed — durable and the run's owner before its container
 // exists: from here on every earlier attempt's token is fenced.
-func (r *run) beginAttempt(ctx context.Context, n int) (string, error) {
+func (r *run) beginAttempt(ctx context.Context, n int, renewed bool) (string, error) {
 	token, err := newToken()
 	if err != nil {
 		return "", err
 	}
-	att := history.AttemptRecord{N: n, TokenHash: hashHex([]byte(token)), StartedAt: time.Now().UTC()}
+	att := history.AttemptRecord{N: n, TokenHash: hashHex([]byte(token)), StartedAt: time.Now().UTC(), Renewed: renewed}
 	if src := r.hooks.Lessons; src != nil {
 		lessons, err := src.Lessons(ctx, r.rec.ID, n)
 		if err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"testing"
 	"time"
@@ -145,6 +146,17 @@ limits: {timeout: 10m}
 	}
 	recorded := elapsed(b, h, rec.RunID)
 	var rates []float64
+	if path := os.Getenv("OVERNIGHT_BENCH_REPLAY_PROFILE"); path != "" {
+		// A CPU profile of the replays alone, without the recording.
+		f, err := os.Create(path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			b.Fatal(err)
+		}
+		defer func() { pprof.StopCPUProfile(); _ = f.Close() }()
+	}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		res, err := h.Isolated(ctx, harness.IsolatedRequest{Parent: rec.RunID, LLM: "replay:" + rec.RunID, ReplayAttempt: 1, Purpose: "bench"})

@@ -23,7 +23,10 @@ const (
 // diagnose classifies a failure, deterministically, from the journal and
 // the world's ledger (run: the real run's history), the replays and the
 // counterfactual re-run without the run's faults (nil when not run).
-func diagnose(t history.Trigger, run *history.Run, replays []history.ReplayRecord, counterfactual *history.ReplayRecord) history.Diagnosis {
+//
+// tail is the end of the failing attempt's output (stderr, else stdout):
+// for a crash loop, what the agent said as it died.
+func diagnose(t history.Trigger, run *history.Run, replays []history.ReplayRecord, counterfactual *history.ReplayRecord, tail string) history.Diagnosis {
 	evidence := map[string]any{"trigger": t.Kind, "step": t.Step}
 	d := history.Diagnosis{}
 	reproducedAll, reproducedAny := len(replays) > 0, false
@@ -53,7 +56,7 @@ func diagnose(t history.Trigger, run *history.Run, replays []history.ReplayRecor
 			d.Detail = fmt.Sprintf("the agent sent %s, which the world refused: %s (%s)", refused.Kind, refused.Error.Message, refused.Error.Code)
 		}
 	case t.Kind == harness.FailureCrashLoop:
-		d.Class, d.Detail = ClassAgentLogic, "the agent's attempts kept ending without it reporting done: "+t.Detail
+		d.Class, d.Detail = crashLoop(t, run, tail, evidence)
 	default:
 		d.Class, d.Detail = ClassAgentLogic, t.Kind+": "+t.Detail
 	}
@@ -74,6 +77,47 @@ func diagnose(t history.Trigger, run *history.Run, replays []history.ReplayRecor
 	}
 	d.Evidence, _ = json.Marshal(evidence)
 	return d
+}
+
+// crashLoop diagnoses attempts that kept ending without done: a
+// crash-recovery bug when they resumed from a checkpoint and died before
+// checkpointing anything of their own, else the agent's own logic.
+func crashLoop(t history.Trigger, run *history.Run, tail string, evidence map[string]any) (class, detail string) {
+	if tail != "" {
+		evidence["output"] = tail
+	}
+	if run == nil {
+		return ClassAgentLogic, "the agent's attempts kept ending without it reporting done: " + t.Detail
+	}
+	var ends []map[string]any
+	for _, a := range run.Attempts {
+		if a.N <= t.Attempt && !a.EndedAt.IsZero() {
+			e := map[string]any{"attempt": a.N, "end": a.End}
+			if a.ExitCode != nil {
+				e["exit_code"] = *a.ExitCode
+			}
+			ends = append(ends, e)
+		}
+	}
+	evidence["attempts"] = ends
+	resumed, by, progressed := -1, 0, false
+	for _, c := range run.Checkpoints {
+		switch {
+		case c.Attempt < t.Attempt:
+			resumed, by = c.Step, c.Attempt
+		case c.Attempt == t.Attempt:
+			progressed = true
+		}
+	}
+	said := ""
+	if tail != "" {
+		said = "; the last one's output: " + tail
+	}
+	if resumed >= 0 && !progressed {
+		evidence["resumed_step"] = resumed
+		return ClassCrashRecovery, fmt.Sprintf("%d attempts in a row resumed from the checkpoint at step %d and died before checkpointing anything%s", t.Attempt-by, resumed, said)
+	}
+	return ClassAgentLogic, "the agent's attempts kept ending without it reporting done (" + t.Detail + ")" + said
 }
 
 // refusal is the effect the world refused that the failure rests on: the
@@ -144,6 +188,8 @@ func deterministicLesson(d history.Diagnosis) string {
 		Effect  struct {
 			Kind string `json:"kind"`
 		} `json:"effect"`
+		Resumed *int   `json:"resumed_step"`
+		Output  string `json:"output"`
 	}
 	_ = json.Unmarshal(d.Evidence, &ev)
 	switch d.Class {
@@ -157,6 +203,13 @@ func deterministicLesson(d history.Diagnosis) string {
 	case ClassAgentLogic:
 		return "Your own request was wrong: " + d.Detail + ". Check the world's error before sending it again, and never claim success the world does not show."
 	case ClassCrashRecovery:
+		if ev.Resumed != nil {
+			said := ""
+			if ev.Output != "" {
+				said = " (the last one said: " + ev.Output + ")"
+			}
+			return fmt.Sprintf("Your attempts die as they resume from the checkpoint at step %d, before doing anything%s. Read the checkpoint back as you wrote it, tolerating every field you wrote, and carry on from step %d under the same keys.", *ev.Resumed, said, *ev.Resumed)
+		}
 		return "Resume from your last checkpoint and send every effect under a key derived from the checkpointed step, so that nothing is done twice after a restart: " + d.Detail
 	case ClassBudget:
 		return "Stay within the run's LLM budget: " + d.Detail

@@ -34,12 +34,41 @@ func (rf *reflector) diagnose(r *history.ReflectionRecord) error {
 	if !reproduced {
 		cf = nil // it tells nothing about a failure that did not come back
 	}
-	d := diagnose(r.Trigger, run, r.Replays, cf)
+	var tail string
+	if r.Trigger.Kind == harness.FailureCrashLoop {
+		tail = rf.lastOutput(r.Trigger.Attempt)
+	}
+	d := diagnose(r.Trigger, run, r.Replays, cf, tail)
 	r.Diagnosis = &d
 	if !reproduced {
 		rf.decide(r, history.DecisionGaveUp, fmt.Sprintf("not reproduced: the failure did not come back in %d isolated replays", len(r.Replays)))
 	}
 	return nil
+}
+
+// lastOutput is the last lines (at most 5, 600 bytes) of attempt n's
+// stderr, else its stdout.
+func (rf *reflector) lastOutput(n int) string {
+	logs, err := rf.h.History().Logs(rf.rec.ID)
+	if err != nil {
+		return ""
+	}
+	for _, l := range logs {
+		if l.Attempt != n {
+			continue
+		}
+		out := strings.TrimSpace(l.Stderr)
+		if out == "" {
+			out = strings.TrimSpace(l.Stdout)
+		}
+		lines := strings.Split(out, "\n")
+		out = strings.Join(lines[max(0, len(lines)-5):], " | ")
+		if len(out) > 600 {
+			out = "..." + out[len(out)-600:]
+		}
+		return out
+	}
+	return ""
 }
 
 // liveSpec is the run's live model spec ("" : the scenario's), never its

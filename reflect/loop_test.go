@@ -3,6 +3,7 @@ package reflect_test
 import (
 	"context"
 	"encoding/json"
+	"path/filepath"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -13,6 +14,7 @@ import (
 	"github.com/overnight-dev/overnight/harness/history"
 	"github.com/overnight-dev/overnight/reflect"
 	"github.com/overnight-dev/overnight/sandbox/protocol"
+	"github.com/overnight-dev/overnight/scenarios"
 	"github.com/overnight-dev/overnight/scenarios/cloud"
 )
 
@@ -200,3 +202,53 @@ type stringsBuilder struct{ b []byte }
 
 func (s *stringsBuilder) Write(p []byte) (int, error) { s.b = append(s.b, p...); return len(p), nil }
 func (s *stringsBuilder) String() string              { return string(s.b) }
+
+var _ = Describe("the reflection loop on a crash loop", func() {
+	fragile := func() *scenarios.Scenario {
+		s, err := scenarios.Load(filepath.Join("testdata", "deploy-fragile.yaml"))
+		Expect(err).NotTo(HaveOccurred())
+		return s
+	}
+
+	It("reflects instead of ending the run, verifies a crash-recovery lesson, and renews the attempts", func(ctx SpecContext) {
+		h := open(ctx)
+		res, err := h.Run(ctx, harness.RunRequest{Scenario: fragile()})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res.Verdict).To(Equal(harness.VerdictPass), res.Reason)
+		Expect(res.Attempts).To(Equal(4), "three attempts (the killed one and two dying resumes), then the renewed one")
+		Expect(res.Reflections).To(HaveLen(1))
+		r := res.Reflections[0]
+		Expect(r.Trigger).To(HavePrefix(harness.FailureCrashLoop))
+		Expect(r.Reproduced).To(Equal(history.Reproduced{Runs: 2, Failed: 2}))
+		Expect(r.Counterfactual.Reproduced).To(BeTrue(), "it dies without the run's faults too")
+		Expect(r.Diagnosis.Class).To(Equal(reflect.ClassCrashRecovery))
+		Expect(r.Diagnosis.Detail).To(ContainSubstring("2 attempts in a row resumed from the checkpoint at step 2"))
+		Expect(string(r.Diagnosis.Evidence)).To(ContainSubstring(`unknown field`), "what the agent said as it died")
+		Expect(r.Verification.Verdict).To(Equal(harness.VerdictPass), r.Verification.Reason)
+		Expect(r.Decision).To(Equal(history.DecisionVerify))
+
+		refls, err := h.History().Reflections(res.RunID)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(refls[0].Trigger.Attempt).To(Equal(3), "the last attempt of the loop is replayed")
+		run := realLedgerHoldsOnlyTheRun(ctx, h, res.RunID)
+		Expect(run.Attempts[3].Renewed).To(BeTrue(), "the fourth attempt counts max_attempts afresh")
+		Expect(run.Attempts[3].Lessons).To(ConsistOf(HaveField("ID", r.Lesson.ID)))
+		for _, a := range run.Attempts[:3] {
+			Expect(a.Renewed).To(BeFalse())
+		}
+		Expect(run.Events).To(ContainElement(HaveField("Type", "lesson.used")))
+	}, SpecTimeout(4*time.Minute))
+
+	It("ends the run in the crash loop when the lesson fails verification", func(ctx SpecContext) {
+		h := open(ctx)
+		res, err := h.Run(ctx, harness.RunRequest{Scenario: fragile(), Agent: "unteachable"})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res.Verdict).To(Equal(harness.VerdictFail))
+		Expect(res.Attempts).To(Equal(3), "no attempt after the crash loop")
+		Expect(res.Reason).To(HavePrefix("crash loop: 3 attempts ended without the agent reporting done"))
+		Expect(res.Reason).To(ContainSubstring("reflection r1 gave up: verification failed"))
+		Expect(res.Reflections).To(HaveLen(1))
+		Expect(res.Reflections[0].Decision).To(Equal(history.DecisionGaveUp))
+		realLedgerHoldsOnlyTheRun(ctx, h, res.RunID)
+	}, SpecTimeout(4*time.Minute))
+})

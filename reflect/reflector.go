@@ -106,6 +106,12 @@ func (rf *reflector) Failed(ctx context.Context, f harness.Failure) {
 	if last != nil && last.Decision == history.DecisionGaveUp {
 		return // the run is lost: the gate stays shut, nothing more to learn
 	}
+	if f.Kind == harness.FailureCrashLoop && last != nil && last.Trigger.Kind == harness.FailureCrashLoop &&
+		last.Decision == history.DecisionVerify && (last.Consumed == 0 || last.Consumed > f.Attempt) {
+		// The harness died between this crash loop's verified reflection
+		// and the attempt it lets start: the decision stands.
+		return
+	}
 	if f.Kind == harness.FailureEffectRefused && last != nil && last.Consumed > 0 && f.Attempt >= last.Consumed {
 		// An attempt that follows a verified lesson meets the refusals the
 		// lesson was about on its way: that is the lesson at work. Its
@@ -122,12 +128,12 @@ func (rf *reflector) Failed(ctx context.Context, f harness.Failure) {
 	switch {
 	case n > rf.scen.Reflect.Max:
 		rf.decide(&r, history.DecisionGaveUp, fmt.Sprintf("the reflection limit (%d per run, reflect.max) is spent", rf.scen.Reflect.Max))
-	case f.Kind == harness.FailureBudget || f.Kind == harness.FailureCrashLoop:
-		// These end the run: what caused them is written up, but no
-		// attempt can act on a lesson.
-		d := diagnose(r.Trigger, nil, nil, nil)
+	case f.Kind == harness.FailureBudget:
+		// A spent budget ends the run (the protocol's 429 budget_exceeded):
+		// what caused it is written up, but no attempt can act on a lesson.
+		d := diagnose(r.Trigger, nil, nil, nil, "")
 		r.Diagnosis = &d
-		rf.decide(&r, history.DecisionGaveUp, "a "+f.Kind+" ends the run: no attempt can act on a lesson")
+		rf.decide(&r, history.DecisionGaveUp, "a spent LLM budget ends the run: no attempt can act on a lesson")
 	}
 	rf.refls = append(rf.refls, r)
 	if err := rf.save(r); err != nil {
@@ -310,10 +316,14 @@ func (rf *reflector) Next(ctx context.Context, end harness.AttemptEnd) (harness.
 	case last == nil:
 		return harness.AttemptDecision{}, nil
 	case r.Decision == history.DecisionGaveUp:
-		if end.Done != nil {
+		if end.Done != nil || end.CrashLoop {
 			return harness.AttemptDecision{Stop: true, Verdict: history.VerdictFail, Reason: fmt.Sprintf("reflection %s gave up: %s", r.ID, r.Reason)}, nil
 		}
 		return harness.AttemptDecision{}, nil
+	case end.CrashLoop && (r.Trigger.Kind != harness.FailureCrashLoop || (r.Consumed > 0 && r.Consumed <= end.Attempt)):
+		return harness.AttemptDecision{}, nil // attempts that had the lesson crashed on: the loop ends the run
+	case end.CrashLoop && r.Consumed > end.Attempt:
+		return harness.AttemptDecision{Renew: true}, nil // decided and consumed before a harness crash
 	case r.Consumed > 0:
 		return harness.AttemptDecision{}, nil // an attempt already acts with the lesson
 	}
@@ -325,7 +335,7 @@ func (rf *reflector) Next(ctx context.Context, end harness.AttemptEnd) (harness.
 	if err != nil {
 		return harness.AttemptDecision{}, err
 	}
-	return harness.AttemptDecision{Reopen: end.Done != nil && end.Done.Outcome == protocol.OutcomeFailure}, nil
+	return harness.AttemptDecision{Reopen: end.Done != nil && end.Done.Outcome == protocol.OutcomeFailure, Renew: end.CrashLoop}, nil
 }
 
 // fresh redoes the verification of reflection i if the real world changed

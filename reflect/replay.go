@@ -176,6 +176,14 @@ func reproduced(t history.Trigger, res *harness.Result, shadow *history.Run) (bo
 			return true, "the agent reported failure again: " + shadow.Done.Summary
 		}
 		return false, "the agent did not report failure (" + res.Reason + ")"
+	case harness.FailureCrashLoop:
+		if shadow.Done == nil && len(shadow.Attempts) > 0 {
+			a := shadow.Attempts[len(shadow.Attempts)-1]
+			if a.ExitCode != nil && *a.ExitCode != 0 {
+				return true, fmt.Sprintf("the attempt ended again without reporting done (%s, exit code %d)", a.End, *a.ExitCode)
+			}
+		}
+		return false, "the attempt did not crash (" + res.Reason + ")"
 	case harness.FailureInvariant:
 		for _, ir := range res.Invariants {
 			if ir.Name == t.Invariant && ir.Verdict == history.VerdictFail {

@@ -167,4 +167,44 @@ var _ = Describe("the reflection loop from the command line", func() {
 		Entry("during verification", "", "reflection r1: verifying lesson", "pass", "the agent reported done", SpecTimeout(4*time.Minute)),
 		Entry("while an effect is held", "unteachable", "gate: step-4/1 cloud.deploy_service held", "fail", "reflection r1 gave up", SpecTimeout(4*time.Minute)),
 	)
+
+	DescribeTable("resumes a crash loop's reflection to the same renewed attempt after a SIGKILL of the harness",
+		func(ctx SpecContext, at string, shadowsLeft bool) {
+			state := stateDir()
+			id := killAt(ctx, state, at, "run", filepath.Join("..", "..", "reflect", "testdata", "deploy-fragile.yaml"), "-o", "json")
+			// The killed harness's shadow runs are not resumable: the
+			// reflection redoes its stage with new ones.
+			l := overnight(ctx, state, nil, "runs", "-o", "json")
+			Expect(l.code).To(Equal(0), l.stderr)
+			var listed struct {
+				Runs []struct {
+					RunID  string `json:"run_id"`
+					Status string `json:"status"`
+					Parent string `json:"parent"`
+				} `json:"runs"`
+			}
+			Expect(json.Unmarshal([]byte(l.stdout), &listed)).To(Succeed())
+			unfinished := 0
+			for _, run := range listed.Runs {
+				if run.Parent == id && run.Status != "finished" {
+					unfinished++
+					u := overnight(ctx, state, nil, "resume", run.RunID, "-q")
+					Expect(u.code).To(Equal(3), "resume of unfinished shadow %s: %s", run.RunID, u.stderr)
+					Expect(u.stderr).To(ContainSubstring("an isolated run is not resumable; resume run " + id))
+				}
+			}
+			if shadowsLeft {
+				Expect(unfinished).To(BeNumerically(">", 0), "the harness was killed while its replays ran")
+			}
+			r := overnight(ctx, state, nil, "resume", id, "-o", "json", "-q")
+			Expect(r.code).To(Equal(0), r.stderr)
+			res := decodeResult(r.stdout)
+			Expect(res.Verdict).To(Equal("pass"), res.Reason)
+			Expect(res.Attempts).To(Equal(4), "the three of the loop, then the one renewed")
+			Expect(res.Reflections).To(HaveLen(1), "the crash loop seen again on resume joins the decision on record")
+			Expect(res.Reflections[0].Decision).To(Equal("verified"))
+		},
+		Entry("during a replay", "  [r1 replay 1/2] attempt 1 started", true, SpecTimeout(4*time.Minute)),
+		Entry("after the decision, before the renewed attempt", "reflection r1 verified", false, SpecTimeout(4*time.Minute)),
+	)
 })

@@ -89,6 +89,9 @@ type AttemptRecord struct {
 	// WorldSeq is where the world's ledger stood when the attempt began
 	// (the world an isolated re-run of it is rebuilt at).
 	WorldSeq int64 `json:"world_seq,omitempty"`
+	// Renewed marks the attempt a crash loop's reflection let start: a
+	// lesson was verified, and max_attempts counts again from here.
+	Renewed bool `json:"renewed,omitempty"`
 }
 
 // EventRecord is one entry of the run's trajectory.

@@ -1,6 +1,7 @@
 package agents
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -52,6 +53,11 @@ const deploySteps = 5
 // step but never reads the checkpoint back and sends its effects without
 // keys, so after a restart it redoes everything from step 1 and creates
 // duplicate resources. The harness must catch it.
+//
+// With --fragile-resume every resume dies on its own checkpoint (it reads
+// the state back more strictly than it writes it: a crash-recovery bug),
+// unless a crash_recovery lesson says how to read it; the reflection
+// loop's crash-loop tests use it.
 func Deployer(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("deployer", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -63,6 +69,7 @@ func Deployer(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	blindRetry := fs.Bool("blind-retry", false, "retry a refused step once, unchanged, under a new key of its own, before giving up")
 	randomNet := fs.Bool("random-network-name", false, "name its network with a random suffix (a re-run never asks for the same network twice: for divergence tests)")
 	flaky := fs.Bool("flaky", false, "half the time (a coin per process) send step 4 without its image, which the world refuses: a flaky agent")
+	fragile := fs.Bool("fragile-resume", false, "read its checkpoint back more strictly than it writes it, so every resume dies (exit 1) — a crash-recovery bug — unless a crash_recovery lesson says how to read it")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -74,7 +81,7 @@ func Deployer(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintln(stderr, "deployer:", err)
 		return 2
 	}
-	if err := deploy(ctx, c, deployOptions{naive: *naive, delay: *delay, giveUp: *giveUp, ignoreLessons: *ignoreLessons, blindRetry: *blindRetry, randomNet: *randomNet, flaky: *flaky}, stdout); err != nil {
+	if err := deploy(ctx, c, deployOptions{naive: *naive, delay: *delay, giveUp: *giveUp, ignoreLessons: *ignoreLessons, blindRetry: *blindRetry, randomNet: *randomNet, flaky: *flaky, fragile: *fragile}, stdout); err != nil {
 		fmt.Fprintln(stderr, "deployer:", err)
 		if errors.Is(err, agent.ErrFenced) {
 			return 3
@@ -93,6 +100,52 @@ type deployOptions struct {
 	blindRetry    bool          // retry a refused step once, unchanged, under a new key
 	randomNet     bool          // a random tag on the network (a re-run differs from its recording)
 	flaky         bool          // half the time, a bad step 4
+	fragile       bool          // die on every resume unless a crash_recovery lesson says how to read the checkpoint
+}
+
+// ClassCrashRecovery is the lesson class that tells the fragile deployer
+// its resumes die on its own checkpoint: it then reads it leniently.
+const ClassCrashRecovery = "crash_recovery"
+
+// legacyState is what the fragile deployer expects to read back: the
+// state before it kept the plan and what it learned of the API.
+type legacyState struct {
+	NetworkID  string `json:"network_id,omitempty"`
+	DatabaseID string `json:"database_id,omitempty"`
+	Migrated   int    `json:"migrated,omitempty"`
+	Endpoint   string `json:"endpoint,omitempty"`
+	DNS        string `json:"dns,omitempty"`
+}
+
+// readState decodes a checkpoint's state. The fragile variant reads it
+// strictly into the legacy shape, which its own writes never fit, unless
+// a crash_recovery lesson says how to read it (and it is not told to
+// ignore lessons).
+func readState(ctx context.Context, c *agent.Client, o deployOptions, info protocol.RunInfo, cp protocol.Checkpoint, st *deployState) error {
+	if o.fragile {
+		var used []string
+		if !o.ignoreLessons {
+			for _, l := range info.Lessons {
+				if l.Class == ClassCrashRecovery {
+					used = append(used, l.ID)
+				}
+			}
+		}
+		if len(used) == 0 {
+			dec := json.NewDecoder(bytes.NewReader(cp.State))
+			dec.DisallowUnknownFields()
+			var legacy legacyState
+			if err := dec.Decode(&legacy); err != nil {
+				return fmt.Errorf("checkpoint %d (step %d): %w", cp.Seq, cp.Step, err)
+			}
+		} else {
+			_ = c.Event(ctx, "lesson.used", fmt.Sprintf("following %d lesson(s): reading the checkpoint back as it was written", len(used)), map[string]any{"lessons": used})
+		}
+	}
+	if err := json.Unmarshal(cp.State, st); err != nil {
+		return fmt.Errorf("checkpoint %d holds no deploy state: %w", cp.Seq, err)
+	}
+	return nil
 }
 
 // ClassAPIContract is the lesson class (the reflection's diagnosis) that
@@ -119,8 +172,8 @@ func deploy(ctx context.Context, c *agent.Client, o deployOptions, out io.Writer
 		}
 		step = cp.Step
 		if cp.Seq > 0 {
-			if err := json.Unmarshal(cp.State, &st); err != nil {
-				return fmt.Errorf("checkpoint %d holds no deploy state: %w", cp.Seq, err)
+			if err := readState(ctx, c, o, info, cp, &st); err != nil {
+				return err
 			}
 		}
 	}
