@@ -9,7 +9,7 @@ export CGO_ENABLED := 0
 # The demo keeps its journal here, so `bin/overnight --state .overnight-demo runs` shows its runs.
 DEMO_STATE ?= .overnight-demo
 
-.PHONY: help build test bench lint fuzz demo clean
+.PHONY: help build test bench lint fuzz demo clean python-image
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-7s %s\n", $$1, $$2}'
@@ -17,18 +17,27 @@ help: ## list the targets
 build: ## build the static overnight binary into bin/
 	$(GO) build -trimpath -o $(BIN) ./cmd/overnight
 
-test: ## run every test (needs a running Docker engine; .ci/run starts one)
+test: python-image ## run every test (needs a running Docker engine; .ci/run starts one)
 	$(GO) test -count=1 -timeout 30m ./...
+
+# The Python example agent's tests and benchmark run in a Debian image made
+# without a registry (debootstrap + docker import), kept on the engine once made.
+python-image: ## make the Debian+Python image the Python agent's tests use (once; needs root)
+	@command -v debootstrap >/dev/null || { echo "installing debootstrap (Debian's package)"; \
+	  DEBIAN_FRONTEND=noninteractive apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q debootstrap; }
+	@sandbox/agent/python/debian-image.sh
 
 # The benchmarks run with the overnight binary's own GOMAXPROCS (1, see
 # cmd/overnight/main.go); the LLM overhead is measured with 2 as well.
 bench: export GOMAXPROCS := 1
+bench: python-image
 bench: ## measure the journal, the gateway (effects, LLM calls), the week, kill recovery, sandbox cold start, the gate and the reflection loop
 	$(GO) test -run '^$$' -bench . -benchtime 20000x ./harness/journal
 	$(GO) test -run '^$$' -bench 'Effect|LLM' -benchtime 2000x ./harness
 	GOMAXPROCS=2 $(GO) test -run '^$$' -bench 'LLMOverhead' -benchtime 2000x ./harness
 	$(GO) test -run '^$$' -bench 'Week|KillRecovery' -benchtime 3x ./harness
 	$(GO) test -run '^$$' -bench ColdStart -benchtime 20x ./sandbox
+	$(GO) test -run '^$$' -bench NeverSeenImage -benchtime 10x ./harness
 	$(GO) test -run '^$$' -bench GateAllow ./reflect
 	$(GO) test -run '^$$' -bench FailureToDecision -benchtime 10x ./reflect
 	$(GO) test -run '^$$' -bench Replay -benchtime 3x ./reflect

@@ -121,28 +121,49 @@ func (m MetBy) AtEnd(e Evidence, intents int) Judgement {
 func HitEffect(n int) Judgement { return Judgement{true, fmt.Sprintf("hit effect %d", n)} }
 
 // LLMWait is the follow-up that shows an agent met an LLM fault: for a 429,
-// a later call at or after Retry-After (virtual time); for a malformed tool
-// call, a later request answering that call with a tool message; for a
-// 5xx, a timeout or a truncated answer, any later call.
+// a later call at or after Retry-After — in the run's virtual time (After:
+// an agent that sleeps through the gateway) or in real time (WallAfter: an
+// OpenAI client's own retry, a time.sleep); for a malformed tool call, a
+// later request answering that call with a tool message; for a 5xx, a
+// timeout or a truncated answer, any later call.
 type LLMWait struct {
-	Kind   string    `json:"kind"` // the LLMToxic kind that hit
-	Call   int       `json:"call"` // the LLM call it hit
-	After  time.Time `json:"after,omitzero"`
-	CallID string    `json:"call_id,omitempty"`
+	Kind  string    `json:"kind"` // the LLMToxic kind that hit
+	Call  int       `json:"call"` // the LLM call it hit
+	After time.Time `json:"after,omitzero"`
+	// WallAfter is when the Retry-After the gateway sent is over in real
+	// time, counted from before the 429 left the harness, so a client that
+	// waits exactly what the header says calls again at or after it.
+	WallAfter time.Time `json:"wall_after,omitzero"`
+	// RetryAfterMS is the Retry-After the gateway sent, for the judgement's
+	// detail.
+	RetryAfterMS int64  `json:"retry_after_ms,omitempty"`
+	CallID       string `json:"call_id,omitempty"`
 }
 
-// FollowedUp judges a later LLM call made at virtual time now, whose
-// messages answer the tool calls for which answers reports true; applied
-// is when the fault fired. ok is false while the evidence is still to come.
-func (w LLMWait) FollowedUp(now, applied time.Time, answers func(callID string) bool) (j Judgement, ok bool) {
+// LLMCall is a later LLM call, as the evidence of an earlier LLM fault
+// sees it.
+type LLMCall struct {
+	Virtual time.Time // the run's virtual time when it arrived
+	Wall    time.Time // the real time when it arrived
+	// Answers reports whether its messages answer the tool call callID
+	// with a tool message (nil: they answer none).
+	Answers func(callID string) bool
+}
+
+// FollowedUp judges a later LLM call c; applied is when the fault fired
+// (virtual time). ok is false while the evidence is still to come.
+func (w LLMWait) FollowedUp(c LLMCall, applied time.Time) (j Judgement, ok bool) {
 	switch w.Kind {
 	case LLMRateLimit:
-		if now.Before(w.After) {
-			return Judgement{}, false
+		switch {
+		case !c.Virtual.Before(w.After):
+			return Judgement{true, fmt.Sprintf("after the 429 on LLM call %d, the agent waited Retry-After (%s of virtual time) and called again", w.Call, w.retryAfter(applied))}, true
+		case !w.WallAfter.IsZero() && !c.Wall.Before(w.WallAfter):
+			return Judgement{true, fmt.Sprintf("after the 429 on LLM call %d, the agent waited Retry-After (%s of real time) and called again", w.Call, w.retryAfter(applied))}, true
 		}
-		return Judgement{true, fmt.Sprintf("after the 429 on LLM call %d, the agent waited Retry-After (%s of virtual time) and called again", w.Call, w.After.Sub(applied))}, true
+		return Judgement{}, false
 	case LLMMalformed:
-		if !answers(w.CallID) {
+		if c.Answers == nil || !c.Answers(w.CallID) {
 			return Judgement{}, false
 		}
 		return Judgement{true, fmt.Sprintf("the agent answered the model with the error of the malformed tool call %s (LLM call %d)", w.CallID, w.Call)}, true
@@ -150,12 +171,21 @@ func (w LLMWait) FollowedUp(now, applied time.Time, answers func(callID string) 
 	return Judgement{true, fmt.Sprintf("after LLM call %d (%s), the agent called the model again", w.Call, w.Kind)}, true
 }
 
+// retryAfter is the Retry-After the 429 carried (evidence journaled before
+// RetryAfterMS existed: as far as the fault's firing).
+func (w LLMWait) retryAfter(applied time.Time) time.Duration {
+	if w.RetryAfterMS > 0 {
+		return time.Duration(w.RetryAfterMS) * time.Millisecond
+	}
+	return w.After.Sub(applied)
+}
+
 func (w *LLMWait) unmet() Judgement {
 	switch {
 	case w == nil:
 		return Judgement{Detail: "no LLM call met it while it was active"}
 	case w.Kind == LLMRateLimit:
-		return Judgement{Detail: fmt.Sprintf("LLM call %d got the 429, but the agent never called again after waiting Retry-After", w.Call)}
+		return Judgement{Detail: fmt.Sprintf("LLM call %d got the 429, but the agent never called again after waiting Retry-After (in virtual or real time)", w.Call)}
 	case w.Kind == LLMMalformed:
 		return Judgement{Detail: fmt.Sprintf("LLM call %d's tool call %s was broken, but the agent never answered the model with the error", w.Call, w.CallID)}
 	}

@@ -21,6 +21,13 @@ import (
 // state dir against the real engine; cleanup removes what it made.
 func benchHarness(b *testing.B) (*harness.Harness, func()) {
 	b.Helper()
+	h, _, done := benchHarnessBin(b)
+	return h, done
+}
+
+// benchHarnessBin is benchHarness that also returns the overnight binary.
+func benchHarnessBin(b *testing.B) (*harness.Harness, string, func()) {
+	b.Helper()
 	ctx := context.Background()
 	dir := b.TempDir()
 	bin := filepath.Join(dir, "overnight")
@@ -36,7 +43,7 @@ func benchHarness(b *testing.B) (*harness.Harness, func()) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	return h, func() {
+	return h, bin, func() {
 		_ = h.Close()
 		harnesstest.Leftovers(ctx, api, state)
 		eng := sandbox.New(api, sandbox.Options{})

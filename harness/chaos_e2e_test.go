@@ -82,7 +82,10 @@ var _ = Describe("every fault kind against the real engine and real connections"
 		}, SpecTimeout(2*time.Minute)),
 		Entry("llm-429: the agent waits out Retry-After (in virtual time) and asks again", "llm-429:30s@llm:1", 1, func(res *harness.Result, _ []harness.AttemptLog) {
 			Expect(res.VirtualMS).To(Equal((30 * time.Second).Milliseconds()))
-			Expect(res.LLM.Calls).To(Equal(1), "the 429 never reached the model")
+			Expect(res.LLM.Answered).To(Equal(1), "the 429 never reached the model")
+			Expect(res.LLM.Calls).To(Equal(2), "but it was a call")
+			Expect(res.LLM.RefusedBy).To(Equal(map[string]int{"rate_limit_exceeded": 1}))
+			Expect(res.Faults[0].MetDetail).To(ContainSubstring("(30s of virtual time)"))
 		}, SpecTimeout(2*time.Minute)),
 		Entry("llm-5xx: the agent asks again", "llm-5xx@llm:1", 1, nil, SpecTimeout(2*time.Minute)),
 		Entry("llm-timeout: the call is held, its connection reset, the agent asks again", "llm-timeout@llm:1", 1, nil, SpecTimeout(2*time.Minute)),

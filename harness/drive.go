@@ -38,10 +38,7 @@ func (h *Harness) plan(ctx context.Context, a scenarios.AgentSpec) (sandboxPlan,
 		spec.AgentBinary = a.Binary
 		p.cmd = append([]string{"/agent"}, a.Args...)
 	case a.Image != "":
-		// Without args the image's own entrypoint and command run (under
-		// the init); with args, they are the whole command.
-		spec.BaseImage = a.Image
-		p.cmd = append([]string(nil), a.Args...)
+		return h.planImage(ctx, a, initBin, p)
 	default:
 		return sandboxPlan{}, errors.New("the agent has none of builtin, binary or image")
 	}
@@ -50,6 +47,49 @@ func (h *Harness) plan(ctx context.Context, a scenarios.AgentSpec) (sandboxPlan,
 		return sandboxPlan{}, err
 	}
 	p.image = img
+	if _, ok := p.env["HOME"]; !ok {
+		p.env["HOME"] = sandbox.WorkspacePath
+	}
+	return p, nil
+}
+
+// planImage plans the sandbox of an agent's own image: the image runs as
+// it is, under the init bind-mounted at /overnight (no image is built on
+// top of it), with command and args as Kubernetes and Compose mean them,
+// in the image's working directory or /workspace, with HOME /workspace
+// unless the image's ENV or the scenario sets it.
+func (h *Harness) planImage(ctx context.Context, a scenarios.AgentSpec, initBin string, p sandboxPlan) (sandboxPlan, error) {
+	eng, err := h.engine(ctx)
+	if err != nil {
+		return sandboxPlan{}, err
+	}
+	cfg, err := eng.InspectAgentImage(ctx, a.Image)
+	if err != nil {
+		return sandboxPlan{}, err
+	}
+	cmd, note, err := sandbox.AgentCommand(a.Image, a.Command, a.Args, cfg)
+	if err != nil {
+		return sandboxPlan{}, err
+	}
+	if note != "" {
+		h.log.Warn(note)
+		h.progress("warning: %s", note)
+	}
+	// The workspace volume is seeded from the init's own sandbox image,
+	// whose /workspace the agent's user owns.
+	seed, err := h.image(ctx, sandbox.ImageSpec{InitBinary: initBin})
+	if err != nil {
+		return sandboxPlan{}, err
+	}
+	p.image, p.cmd, p.initBin, p.seed = cfg.ID, cmd, initBin, seed
+	p.entrypoint = []string{sandbox.InitPath, "init", "--"}
+	p.workdir = cfg.WorkingDir
+	if p.workdir == "" {
+		p.workdir = sandbox.WorkspacePath
+	}
+	if _, ok := p.env["HOME"]; !ok && !cfg.HasEnv("HOME") {
+		p.env["HOME"] = sandbox.WorkspacePath
+	}
 	return p, nil
 }
 
@@ -81,7 +121,7 @@ func (h *Harness) image(ctx context.Context, spec sandbox.ImageSpec) (string, er
 	h.mu.Lock()
 	img, ok := h.images[key]
 	h.mu.Unlock()
-	if ok && stats != nil && spec.BaseImage == "" {
+	if ok && stats != nil {
 		return img, nil
 	}
 	eng, err := h.engine(ctx)

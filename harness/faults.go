@@ -457,15 +457,14 @@ func (e *faultEngine) hitLLM(ctx context.Context, f *faultState, w *chaos.LLMWai
 	}
 }
 
-// settleLLM marks the LLM faults whose evidence a new LLM call is.
-func (e *faultEngine) settleLLM(ctx context.Context, answers func(callID string) bool) {
-	now := e.host.virtualNow()
+// settleLLM marks the LLM faults whose evidence the new LLM call c is.
+func (e *faultEngine) settleLLM(ctx context.Context, c chaos.LLMCall) {
 	for _, f := range e.faults {
 		w := f.rec.Evidence.LLM
 		if w == nil || f.rec.Met {
 			continue
 		}
-		if j, ok := w.FollowedUp(now, f.rec.AppliedVirtual, answers); ok {
+		if j, ok := w.FollowedUp(c, f.rec.AppliedVirtual); ok {
 			f.rec.Met, f.rec.MetDetail = j.Met, j.Detail
 			f.rec.Evidence.LLM = nil
 			e.save(ctx, f)

@@ -90,8 +90,10 @@ type GCResult struct {
 
 // GC removes leftover containers: this state dir's dead runs', or with all
 // every container (and workspace volume) labelled overnight.managed=true.
-// With images it also removes the sandbox images no container uses, but
-// the one of this overnight binary (each build of overnight makes its own).
+// With images it also removes the sandbox images this state dir made or
+// used that no container uses and no other state dir claims, but the one
+// of this overnight binary (each build of overnight makes its own); with
+// all too, every unused sandbox image on the engine.
 func (h *Harness) GC(ctx context.Context, all, images bool) (GCResult, error) {
 	res := GCResult{Containers: []string{}, Images: []string{}}
 	eng, err := h.engine(ctx)
@@ -114,7 +116,7 @@ func (h *Harness) GC(ctx context.Context, all, images bool) (GCResult, error) {
 			keep = append(keep, ref)
 		}
 	}
-	imgs, err := eng.ReapImages(ctx, keep...)
+	imgs, err := eng.ReapImages(ctx, all, keep...)
 	res.Images = append(res.Images, imgs...)
 	return res, err
 }

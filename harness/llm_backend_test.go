@@ -161,7 +161,12 @@ var _ = Describe("the LLM endpoint with real OpenAI clients", func() {
 		Expect(apiErr.StatusCode).To(Equal(400))
 		Expect(apiErr.Code).To(Equal(protocol.CodeUnsupportedParameter))
 		Expect(apiErr.Param).To(Equal("logprobs"))
-		Expect(lr.exchanges()).To(BeEmpty(), "a refused request never reaches the model")
+		recs := lr.exchanges()
+		Expect(recs).To(HaveLen(1), "a refused request is journaled")
+		Expect(recs[0].Ordinal).To(Equal(0), "it never reaches the model")
+		Expect(recs[0].Call).To(Equal(0), "nor is it an llm:N call")
+		Expect(recs[0].Code).To(Equal(protocol.CodeUnsupportedParameter))
+		Expect(lr.r.llm.totals.Refused).To(Equal(1), "but it counts: it reached the endpoint")
 	})
 
 	It("fences an earlier attempt's token and refuses an unknown one", func() {
@@ -388,6 +393,7 @@ var _ = Describe("the LLM path's record, replay, budgets and faults (review)", f
 		_, err = chat(lr, tok, "hi")
 		Expect(err).NotTo(HaveOccurred())
 		Expect(lr.r.faults.faults[0].rec.Met).To(BeTrue(), lr.r.faults.faults[0].rec.MetDetail)
+		Expect(lr.r.faults.faults[0].rec.MetDetail).To(ContainSubstring("(10s of virtual time)"))
 		Expect(lr.r.faults.faults[1].rec.Met).To(BeTrue(), lr.r.faults.faults[1].rec.MetDetail)
 	})
 

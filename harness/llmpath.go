@@ -39,7 +39,10 @@ type llmBudget struct {
 // that settles earlier LLM faults' evidence, counts the call, fires llm:N
 // faults, reserves the call against the budget, applies the LLM path's
 // toxics, asks the model (or the recording), and journals the exchange
-// before the agent hears it. Its state is guarded by the run's lock.
+// before the agent hears it. Every request of the acting attempt that
+// reaches it is journaled and counted in the totals, answered or refused
+// (a request the gateway refuses as malformed too, see refuse), and the
+// call budget bounds them all. Its state is guarded by the run's lock.
 type llmPath struct {
 	r         *run
 	model     llm.Model
@@ -64,7 +67,10 @@ type llmPath struct {
 	limitCh       chan struct{}   // closed when a budget is exceeded or a replay diverges
 }
 
-var _ gateway.LLMBackend = (*run)(nil)
+var (
+	_ gateway.LLMBackend  = (*run)(nil)
+	_ gateway.LLMRefusals = (*run)(nil)
+)
 
 func replayKey(attempt, ordinal int) string { return fmt.Sprintf("%d/%d", attempt, ordinal) }
 
@@ -128,13 +134,60 @@ func (r *run) LLMChat(ctx context.Context, c gateway.Caller, req protocol.ChatRe
 	return r.llm.chat(ctx, c, req)
 }
 
+// LLMRefused implements gateway.LLMRefusals: see llmPath.refuse.
+func (r *run) LLMRefused(ctx context.Context, c gateway.Caller, e *gateway.Error) error {
+	if r.llm == nil || r.llm.model == nil {
+		return e
+	}
+	return r.llm.refuse(ctx, c, e)
+}
+
+// refuse journals and counts a request refused before it became a call (a
+// malformed or unsupported one: it fires no llm:N fault and is evidence of
+// no earlier one), and answers e — or, when the call budget is spent, the
+// budget's refusal.
+func (p *llmPath) refuse(ctx context.Context, c gateway.Caller, e *gateway.Error) error {
+	ctx = context.WithoutCancel(ctx)
+	r := p.r
+	r.mu.Lock()
+	defer r.unlock()
+	if err := r.acting(c); err != nil {
+		return err
+	}
+	if be := p.spend(); be != nil {
+		e = be
+	}
+	rec := LLMRecord{Attempt: c.Attempt, Provider: p.model.Provider(), Model: p.model.Name(), Virtual: r.clock.now,
+		Status: e.Status, Error: e.Message, Code: e.Code, Param: e.Param}
+	if err := p.save(ctx, &rec, nil, nil); err != nil {
+		return err
+	}
+	p.add(rec)
+	return e
+}
+
+// spend reserves a request against the call budget: when the budget is
+// spent, it ends the run and returns the refusal to answer instead.
+func (p *llmPath) spend() *gateway.Error {
+	if p.budget.Calls > 0 && p.totals.Calls+p.inflight >= p.budget.Calls {
+		reason := p.callsSpent()
+		p.exceed(reason)
+		return budgetError(reason)
+	}
+	return nil
+}
+
+func (p *llmPath) callsSpent() string {
+	return fmt.Sprintf("LLM budget: %d calls spent (budget %d)", p.budget.Calls, p.budget.Calls)
+}
+
 func (p *llmPath) chat(ctx context.Context, c gateway.Caller, req protocol.ChatRequest) (protocol.ChatResponse, error) {
 	dctx := context.WithoutCancel(ctx)
+	started := time.Now()
 	canon, err := llm.Canonical(req)
 	if err != nil {
-		return protocol.ChatResponse{}, gateway.Errorf(http.StatusBadRequest, protocol.CodeBadRequest, "chat request: %v", err)
+		return protocol.ChatResponse{}, p.refuse(ctx, c, gateway.Errorf(http.StatusBadRequest, protocol.CodeBadRequest, "chat request: %v", err))
 	}
-	started := time.Now()
 	r := p.r
 
 	r.mu.Lock()
@@ -143,14 +196,14 @@ func (p *llmPath) chat(ctx context.Context, c gateway.Caller, req protocol.ChatR
 		return protocol.ChatResponse{}, err
 	}
 	canon = p.scrub(canon)
-	r.faults.settleLLM(dctx, func(callID string) bool {
+	r.faults.settleLLM(dctx, chaos.LLMCall{Virtual: r.clock.now, Wall: started, Answers: func(callID string) bool {
 		for _, m := range req.Messages {
 			if m.Role == "tool" && m.ToolCallID == callID {
 				return true
 			}
 		}
 		return false
-	})
+	}})
 	p.calls++
 	call := p.calls
 	r.faults.fireLLM(dctx, call)
@@ -158,13 +211,17 @@ func (p *llmPath) chat(ctx context.Context, c gateway.Caller, req protocol.ChatR
 		r.unlock()
 		return protocol.ChatResponse{}, err
 	}
-	if p.budget.Calls > 0 && p.totals.Calls+p.inflight >= p.budget.Calls {
-		reason := fmt.Sprintf("LLM budget: %d calls spent (budget %d)", p.budget.Calls, p.budget.Calls)
-		p.exceed(reason)
-		r.unlock()
-		return protocol.ChatResponse{}, budgetError(reason)
-	}
 	rec := LLMRecord{Attempt: c.Attempt, Call: call, RequestHash: hashHex(canon), Provider: p.model.Provider(), Model: p.model.Name(), Virtual: r.clock.now}
+	if be := p.spend(); be != nil {
+		rec.Status, rec.Error, rec.Code = be.Status, be.Message, be.Code
+		err := p.save(dctx, &rec, canon, nil)
+		if err == nil {
+			p.add(rec)
+			err = be
+		}
+		r.unlock()
+		return protocol.ChatResponse{}, err
+	}
 	tx, by := p.toxic, p.toxicFault
 	if tx.Once {
 		p.toxic = chaos.LLMToxic{}
@@ -184,8 +241,18 @@ func (p *llmPath) chat(ctx context.Context, c gateway.Caller, req protocol.ChatR
 	if faultErr != nil {
 		rec.Status, rec.Error, rec.Code, rec.Fault = faultErr.Status, faultErr.Message, faultErr.Code, "llm-"+tx.Kind
 		rec.RetryAfterMS = faultErr.RetryAfter.Milliseconds()
-		r.faults.hitLLM(dctx, by, &chaos.LLMWait{Kind: tx.Kind, Call: call, After: r.clock.now.Add(tx.RetryAfter)}, tx.Once)
+		w := &chaos.LLMWait{Kind: tx.Kind, Call: call, After: r.clock.now.Add(tx.RetryAfter)}
+		if tx.Kind == chaos.LLMRateLimit {
+			// The client's wait starts when the 429 reaches it, after now:
+			// one that waits what the headers say calls at or after this.
+			sent := gateway.RetryAfterSent(tx.RetryAfter)
+			w.WallAfter, w.RetryAfterMS = time.Now().Add(sent), sent.Milliseconds()
+		}
+		r.faults.hitLLM(dctx, by, w, tx.Once)
 		err := p.save(dctx, &rec, canon, nil)
+		if err == nil {
+			p.add(rec)
+		}
 		r.unlock()
 		if err != nil {
 			return protocol.ChatResponse{}, err
@@ -224,6 +291,7 @@ func (p *llmPath) chat(ctx context.Context, c gateway.Caller, req protocol.ChatR
 		if serr := p.save(dctx, &rec, canon, nil); serr != nil {
 			return protocol.ChatResponse{}, serr
 		}
+		p.add(rec)
 		if ge.Code == protocol.CodeDivergence {
 			p.diverge(dctx, ge.Message)
 		}
@@ -294,7 +362,7 @@ func (p *llmPath) scrub(canon []byte) []byte {
 	})
 }
 
-func budgetError(reason string) error {
+func budgetError(reason string) *gateway.Error {
 	return gateway.Errorf(http.StatusTooManyRequests, protocol.CodeBudget, "%s; the run ends", reason)
 }
 
@@ -321,12 +389,13 @@ func (p *llmPath) diverge(ctx context.Context, why string) {
 	p.r.progress("run %s: %s", p.r.rec.ID, why)
 }
 
-// add counts an answered exchange in the totals.
+// add counts a journaled exchange in the totals: answered or refused, and
+// what an answered one used.
 func (p *llmPath) add(rec LLMRecord) {
+	p.totals.Count(rec.Status, rec.Code)
 	if rec.Status != http.StatusOK {
 		return
 	}
-	p.totals.Calls++
 	if rec.Usage != nil {
 		p.totals.PromptTokens += rec.Usage.PromptTokens
 		p.totals.CompletionTokens += rec.Usage.CompletionTokens
@@ -338,8 +407,8 @@ func (p *llmPath) add(rec LLMRecord) {
 func (p *llmPath) over() string {
 	b, t := p.budget, p.totals
 	switch {
-	case b.Calls > 0 && t.Calls > b.Calls:
-		return fmt.Sprintf("LLM budget: %d calls spent (budget %d)", t.Calls, b.Calls)
+	case b.Calls > 0 && t.Calls > b.Calls: // a resumed run whose budget refused a call
+		return p.callsSpent()
 	case b.Tokens > 0 && t.PromptTokens+t.CompletionTokens > b.Tokens:
 		return fmt.Sprintf("LLM budget: %d tokens spent (budget %d)", t.PromptTokens+t.CompletionTokens, b.Tokens)
 	case b.CostUSD > 0 && t.CostUSD > b.CostUSD:

@@ -205,7 +205,8 @@ func (h *Harness) model(scen *scenarios.Scenario, override string) (modelChoice,
 		if err != nil {
 			return mc, err
 		}
-		if mc.model, err = llm.NewScripted(llm.ProviderScripted, rules); err != nil {
+		// "$task" in the rules reads the run's task, as the agent receives it.
+		if mc.model, err = llm.NewScripted(llm.ProviderScripted, rules, llm.WithTask(scen.TaskJSON())); err != nil {
 			return mc, err
 		}
 	case llm.ProviderReplay:

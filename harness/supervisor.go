@@ -304,6 +304,13 @@ type sandboxPlan struct {
 	image string
 	cmd   []string
 	env   map[string]string
+	// For an agent's own image: the entrypoint (the init), the working
+	// directory, the init binary to mount, and the sandbox image that
+	// seeds the workspace volume.
+	entrypoint []string
+	workdir    string
+	initBin    string
+	seed       string
 }
 
 // attempt runs one container to its end. It returns an error only when the
@@ -335,6 +342,7 @@ func (r *run) attempt(ctx context.Context, eng *sandbox.Engine, n int, renewed b
 	defer dcancel()
 	sb, err := eng.Create(dctx, sandbox.Spec{
 		RunID: r.rec.ID, Attempt: n, Image: plan.image, Cmd: plan.cmd, Env: env,
+		Entrypoint: plan.entrypoint, WorkingDir: plan.workdir, InitBinary: plan.initBin, SeedImage: plan.seed,
 		SocketDir: r.rec.SocketDir, Workspace: workspaceVolume(r.rec.ID), Network: r.network,
 	})
 	if err != nil {

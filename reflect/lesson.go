@@ -3,6 +3,7 @@ package reflect
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -121,10 +122,15 @@ func askLesson(ctx context.Context, model llm.Model, spec string, d history.Diag
 	cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	resp, err := model.Complete(cctx, req)
-	totals.Calls = 1
 	if err != nil {
+		code := "error"
+		if pe := (*llm.ProviderError)(nil); errors.As(err, &pe) {
+			code = pe.Code
+		}
+		totals.Count(0, code)
 		return "", totals, err
 	}
+	totals.Count(200, "")
 	if resp.Usage != nil {
 		totals.PromptTokens, totals.CompletionTokens = resp.Usage.PromptTokens, resp.Usage.CompletionTokens
 		if s, err := llm.ParseSpec(specOr(spec, model)); err == nil {

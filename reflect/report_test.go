@@ -43,7 +43,7 @@ func fixture() *reflect.Report {
 			Verification: &history.Verification{RunID: "20261201-120003-000005", Verdict: "pass", Reason: "the agent reported done; all 4 invariants hold",
 				WorldHash: "0123", WorldSeq: 5},
 			Decision: history.DecisionVerify, Reason: "lesson verified in isolation",
-			LLM:      &history.LLMTotals{Provider: "scripted", Model: "scripted", TestDouble: true, Calls: 1, PromptTokens: 288, CompletionTokens: 58},
+			LLM:      &history.LLMTotals{Provider: "scripted", Model: "scripted", TestDouble: true, Calls: 1, Answered: 1, PromptTokens: 288, CompletionTokens: 58},
 			OpenedAt: at, DecidedAt: at.Add(4 * time.Second), Consumed: 2,
 		}},
 		Gate: []history.GateRecord{

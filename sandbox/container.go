@@ -66,6 +66,19 @@ type Spec struct {
 	// Cmd is the agent command, e.g. ["/overnight","agent","deployer"]; the image's init runs
 	// it. Empty means the image's default command.
 	Cmd []string
+	// Entrypoint, when set, replaces the image's ENTRYPOINT: for an agent's own image, the
+	// init ([InitPath, "init", "--"]) with InitBinary mounted.
+	Entrypoint []string
+	// WorkingDir, when set, replaces the image's working directory.
+	WorkingDir string
+	// InitBinary, when set, is the host path of a static overnight binary bind-mounted
+	// read-only at InitPath: how an agent's own image runs under the init without an image
+	// built on top of it. (The engine must be local: the gateway's socket is a bind mount too.)
+	InitBinary string
+	// SeedImage, when set with Workspace, is a sandbox image (see EnsureImage) whose
+	// WorkspacePath, owned by the sandbox user, seeds the workspace volume when it is created:
+	// an agent image without /workspace would otherwise get a volume only root can write.
+	SeedImage string
 	// Env is the container's whole environment (besides what the image sets): nothing of the
 	// host's environment is passed. The harness sets OVERNIGHT_SOCKET, OVERNIGHT_URL and
 	// OVERNIGHT_TOKEN here.
@@ -129,23 +142,42 @@ func (e *Engine) Create(ctx context.Context, spec Spec) (*Sandbox, error) {
 		}
 		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: dir, Target: GatewayDir})
 	}
+	if spec.InitBinary != "" {
+		bin, err := filepath.Abs(spec.InitBinary)
+		if err != nil {
+			return nil, fmt.Errorf("create sandbox %s: init binary %s: %w", name, spec.InitBinary, err)
+		}
+		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: bin, Target: InitPath, ReadOnly: true})
+	}
 	if spec.Workspace != "" {
-		// Creating an existing volume returns it unchanged: one call, no inspect.
-		if _, err := e.api.VolumeCreate(ctx, volume.CreateOptions{Name: spec.Workspace, Labels: e.labels(spec.RunID, spec.Labels)}); err != nil {
+		if spec.SeedImage != "" {
+			if err := e.seedWorkspace(ctx, spec, e.labels(spec.RunID, spec.Labels)); err != nil {
+				return nil, fmt.Errorf("create sandbox %s: %w", name, err)
+			}
+		} else if _, err := e.api.VolumeCreate(ctx, volume.CreateOptions{Name: spec.Workspace, Labels: e.labels(spec.RunID, spec.Labels)}); err != nil {
+			// Creating an existing volume returns it unchanged: one call, no inspect.
 			return nil, wrap("create sandbox "+name+": create workspace volume", spec.Workspace, err)
 		}
-		mounts = append(mounts, mount.Mount{Type: mount.TypeVolume, Source: spec.Workspace, Target: WorkspacePath})
+		m := mount.Mount{Type: mount.TypeVolume, Source: spec.Workspace, Target: WorkspacePath}
+		if spec.SeedImage != "" {
+			// The agent's image must not copy its own /workspace (or the one Docker makes
+			// for a WorkingDir there, owned by root) over the seeded volume's ownership.
+			m.VolumeOptions = &mount.VolumeOptions{NoCopy: true}
+		}
+		mounts = append(mounts, m)
 	} else {
 		tmpfs[WorkspacePath] = tmpfsOptions(limits.TmpBytes, user, 0o755)
 	}
 
 	pids := limits.PIDs
 	cfg := &container.Config{
-		Image:  spec.Image,
-		Cmd:    spec.Cmd,
-		Env:    envList(spec.Env),
-		User:   user,
-		Labels: labels,
+		Image:      spec.Image,
+		Entrypoint: spec.Entrypoint,
+		Cmd:        spec.Cmd,
+		WorkingDir: spec.WorkingDir,
+		Env:        envList(spec.Env),
+		User:       user,
+		Labels:     labels,
 	}
 	netMode := container.NetworkMode("none")
 	if spec.Network != "" {

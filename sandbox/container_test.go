@@ -280,6 +280,6 @@ var _ = Describe("the init as PID 1", func() {
 		spec.Cmd = []string{"/no/such/agent"}
 		code, _, errOut := runToEnd(ctx, newEngine(), spec)
 		Expect(code).To(Equal(127))
-		Expect(errOut).To(ContainSubstring(`overnight init: cannot start agent "/no/such/agent"`))
+		Expect(errOut).To(ContainSubstring(`overnight init: cannot start agent: "/no/such/agent" does not exist in the image`))
 	})
 })

@@ -82,6 +82,7 @@ type ImageAPI interface {
 	ImageBuild(ctx context.Context, buildContext io.Reader, options build.ImageBuildOptions) (build.ImageBuildResponse, error)
 	ImageRemove(ctx context.Context, imageID string, options image.RemoveOptions) ([]image.DeleteResponse, error)
 	ImageList(ctx context.Context, options image.ListOptions) ([]image.Summary, error)
+	ImageTag(ctx context.Context, source, target string) error
 }
 
 // ContainerAPI is the part of the Docker client that runs containers.
@@ -102,6 +103,7 @@ type ContainerAPI interface {
 // VolumeAPI is the part of the Docker client that manages workspace volumes.
 type VolumeAPI interface {
 	VolumeCreate(ctx context.Context, options volume.CreateOptions) (volume.Volume, error)
+	VolumeInspect(ctx context.Context, volumeID string) (volume.Volume, error)
 	VolumeList(ctx context.Context, options volume.ListOptions) (volume.ListResponse, error)
 	VolumeRemove(ctx context.Context, volumeID string, force bool) error
 }

@@ -240,23 +240,55 @@ var _ = Describe("engine errors (fake API)", func() {
 })
 
 var _ = Describe("ReapImages (unit, fake API)", func() {
-	It("removes unused sandbox images except the kept ones, and only overnight-sandbox tags", func(ctx SpecContext) {
-		var removed []string
+	images := func() []image.Summary {
+		r := func(t ...string) []string {
+			for i := range t {
+				t[i] = ImageRepo + ":" + t[i]
+			}
+			return t
+		}
+		return []image.Summary{
+			{ID: "old", RepoTags: r("old", "old-s")},
+			{ID: "kept", RepoTags: r("kept", "kept-s")},
+			{ID: "busy", RepoTags: r("busy", "busy-s")},
+			{ID: "shared", RepoTags: r("shared", "shared-s", "shared-t")},
+			{ID: "theirs", RepoTags: r("theirs", "theirs-t")},
+			{ID: "legacy", RepoTags: r("legacy")},
+			{ID: "other", RepoTags: []string{"someone-else:1"}},
+		}
+	}
+	reap := func(ctx context.Context, all bool) (got, removed []string) {
 		f := &fakeAPI{
 			ilist: func(o image.ListOptions) ([]image.Summary, error) {
 				Expect(o.Filters.Get("label")).To(ConsistOf(LabelManaged + "=true"))
-				return []image.Summary{
-					{RepoTags: []string{ImageRepo + ":old"}},
-					{RepoTags: []string{ImageRepo + ":mine"}},
-					{RepoTags: []string{ImageRepo + ":busy"}, Containers: 1},
-					{RepoTags: []string{"someone-else:1"}},
-				}, nil
+				return images(), nil
+			},
+			list: func(o container.ListOptions) ([]container.Summary, error) {
+				Expect(o.All).To(BeTrue(), "a stopped container holds its image too")
+				if o.Filters.Get("ancestor")[0] == "busy" {
+					return []container.Summary{{ID: "c"}}, nil
+				}
+				return nil, nil
 			},
 			iremove: func(ref string) error { removed = append(removed, ref); return nil },
 		}
-		got, err := New(f, Options{StateHash: "s"}).ReapImages(ctx, ImageRepo+":mine")
+		got, err := New(f, Options{StateHash: "s"}).ReapImages(ctx, all, ImageRepo+":kept")
 		Expect(err).NotTo(HaveOccurred())
-		Expect(got).To(Equal([]string{ImageRepo + ":old"}))
-		Expect(removed).To(Equal(got))
+		return got, removed
+	}
+
+	It("removes its own state's claims on unused images, and an image once nobody claims it", func(ctx SpecContext) {
+		got, removed := reap(ctx, false)
+		Expect(got).To(Equal([]string{ImageRepo + ":old-s", ImageRepo + ":old", ImageRepo + ":shared-s"}))
+		Expect(removed).To(Equal(got), "theirs, legacy (no claim), busy (in use) and kept stay")
+	})
+
+	It("with all, removes every unused sandbox image whoever claims it", func(ctx SpecContext) {
+		got, _ := reap(ctx, true)
+		Expect(got).To(ConsistOf(
+			ImageRepo+":old-s", ImageRepo+":old",
+			ImageRepo+":shared-s", ImageRepo+":shared-t", ImageRepo+":shared",
+			ImageRepo+":theirs-t", ImageRepo+":theirs",
+			ImageRepo+":legacy"))
 	})
 })

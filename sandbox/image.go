@@ -18,6 +18,7 @@ import (
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/build"
+	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/image"
 )
@@ -42,9 +43,6 @@ type ImageSpec struct {
 	// AgentBinary is optional: a static linux/amd64 agent, copied to AgentPath and made the
 	// image's default command.
 	AgentBinary string
-	// BaseImage is optional: an image already on the engine (nothing can be pulled) to layer
-	// InitPath onto instead of scratch. Its entrypoint is replaced by the init.
-	BaseImage string
 }
 
 // ImageRef returns the reference EnsureImage gives (or gave) the image for spec, without
@@ -60,7 +58,6 @@ func (e *Engine) ImageRef(ctx context.Context, spec ImageSpec) (string, error) {
 // imageInputs are what an image is built from, and the tag they hash to.
 type imageInputs struct {
 	bins     []imageFile
-	base     *image.InspectResponse
 	tag, sum string
 }
 
@@ -82,52 +79,52 @@ func (e *Engine) inputs(ctx context.Context, spec ImageSpec) (imageInputs, error
 		fmt.Fprintf(h, "%s %d\n", bins[i].role, len(bins[i].data))
 		h.Write(bins[i].data)
 	}
-	var base *image.InspectResponse
-	if spec.BaseImage != "" {
-		info, err := e.api.ImageInspect(ctx, spec.BaseImage)
-		if err != nil {
-			if cerrdefs.IsNotFound(err) {
-				return imageInputs{}, fmt.Errorf("ensure image: base image %s is not on the engine, which can pull nothing: build, load or import it first: %w", spec.BaseImage, ErrNotFound)
-			}
-			return imageInputs{}, wrap("ensure image: inspect base image", spec.BaseImage, err)
-		}
-		base = &info
-		fmt.Fprintf(h, "base %s\n", info.ID)
-	}
 	sum := hex.EncodeToString(h.Sum(nil))
-	return imageInputs{bins: bins, base: base, tag: ImageRepo + ":" + sum[:12], sum: sum}, nil
+	return imageInputs{bins: bins, tag: ImageRepo + ":" + sum[:12], sum: sum}, nil
 }
 
 // EnsureImage returns the reference of the sandbox image for spec, building it first unless the
-// engine already has it. The image is FROM scratch (or FROM BaseImage) with InitPath (and
-// AgentPath), WorkspacePath (and, FROM scratch, /tmp) owned by 65534, USER 65534:65534,
-// ENTRYPOINT ["/overnight","init","--"] and the label overnight.managed=true. Its tag,
-// "overnight-sandbox:<hash12>", is a hash of the binaries' contents, the base image's id and the
-// image layout, so the build happens once per distinct input.
+// engine already has it. The image is FROM scratch with InitPath (and AgentPath), WorkspacePath
+// and /tmp owned by 65534, USER 65534:65534, WORKDIR WorkspacePath, ENTRYPOINT
+// ["/overnight","init","--"] and the label overnight.managed=true. Its tag,
+// "overnight-sandbox:<hash12>", is a hash of the binaries' contents and the image layout, so the
+// build happens once per distinct input. The image is also tagged for this Engine's state
+// directory ("overnight-sandbox:<hash12>-<state12>", see StateTag): ReapImages removes only the
+// images of its own state directory, and an image stays while another state directory's tag
+// holds it.
 func (e *Engine) EnsureImage(ctx context.Context, spec ImageSpec) (string, error) {
 	in, err := e.inputs(ctx, spec)
 	if err != nil {
 		return "", err
 	}
-	tag, sum, bins, base := in.tag, in.sum, in.bins, in.base
+	tag, sum, bins := in.tag, in.sum, in.bins
 
 	e.buildMu.Lock()
 	defer e.buildMu.Unlock()
-	if _, err := e.api.ImageInspect(ctx, tag); err == nil {
-		return tag, nil
-	} else if !cerrdefs.IsNotFound(err) {
-		return "", wrap("ensure image: inspect", tag, err)
+	if _, err := e.api.ImageInspect(ctx, tag); err != nil {
+		if !cerrdefs.IsNotFound(err) {
+			return "", wrap("ensure image: inspect", tag, err)
+		}
+		if err := e.build(ctx, spec, bins, tag, sum); err != nil {
+			return "", err
+		}
 	}
-	if err := e.build(ctx, spec, bins, base, tag, sum); err != nil {
-		return "", err
+	if err := e.api.ImageTag(ctx, tag, e.StateTag(tag)); err != nil {
+		return "", wrap("ensure image: tag it for state "+e.state[:min(12, len(e.state))], tag, err)
 	}
 	return tag, nil
 }
 
+// StateTag is the tag that marks image tag ("overnight-sandbox:<hash12>") as used by this
+// Engine's state directory.
+func (e *Engine) StateTag(tag string) string {
+	return tag + "-" + e.state[:min(12, len(e.state))]
+}
+
 // build builds tag from an in-memory context and reads the build's output to its end.
-func (e *Engine) build(ctx context.Context, spec ImageSpec, bins []imageFile, base *image.InspectResponse, tag, sum string) error {
+func (e *Engine) build(ctx context.Context, spec ImageSpec, bins []imageFile, tag, sum string) error {
 	started := time.Now()
-	buildCtx, err := buildContext(bins, base)
+	buildCtx, err := buildContext(bins)
 	if err != nil {
 		return err
 	}
@@ -237,14 +234,10 @@ func checkStaticELF(data []byte) error {
 // buildContext is the in-memory build context: a Dockerfile and rootfs.tar, whose entries carry
 // their final owners and modes (ADD extracts a local tar as is; COPY would chown to root).
 // Everything lands in one layer.
-func buildContext(bins []imageFile, base *image.InspectResponse) (io.Reader, error) {
+func buildContext(bins []imageFile) (io.Reader, error) {
 	var rootfs bytes.Buffer
 	tw := tar.NewWriter(&rootfs)
-	dirs := []string{"workspace/", "run/", "run/overnight/"}
-	if base == nil {
-		dirs = append(dirs, "tmp/")
-	}
-	for _, d := range dirs {
+	for _, d := range []string{"workspace/", "run/", "run/overnight/", "tmp/"} {
 		mode, uid, gid := int64(0o755), sandboxUID, sandboxGID
 		switch d {
 		case "tmp/":
@@ -268,34 +261,11 @@ func buildContext(bins []imageFile, base *image.InspectResponse) (io.Reader, err
 		return nil, fmt.Errorf("ensure image: build context: %w", err)
 	}
 
-	from := "scratch"
-	var cmd []string
-	if base != nil {
-		from = base.ID
-		// The init replaces the base image's entrypoint; what it would have run becomes the
-		// agent command, so the image behaves as before, under the init.
-		if base.Config != nil {
-			cmd = append(append(cmd, base.Config.Entrypoint...), base.Config.Cmd...)
-		}
-	}
 	var df strings.Builder
-	fmt.Fprintf(&df, "FROM %s\nADD rootfs.tar /\nUSER %d:%d\n", from, sandboxUID, sandboxGID)
-	if base == nil {
-		df.WriteString("WORKDIR " + WorkspacePath + "\n")
-	}
+	fmt.Fprintf(&df, "FROM scratch\nADD rootfs.tar /\nUSER %d:%d\nWORKDIR %s\n", sandboxUID, sandboxGID, WorkspacePath)
 	fmt.Fprintf(&df, "ENTRYPOINT [%q, \"init\", \"--\"]\n", InitPath)
 	if len(bins) > 1 {
-		cmd = []string{AgentPath}
-	}
-	if base != nil || len(cmd) > 0 {
-		if cmd == nil {
-			cmd = []string{}
-		}
-		js, err := json.Marshal(cmd)
-		if err != nil {
-			return nil, fmt.Errorf("ensure image: default command: %w", err)
-		}
-		fmt.Fprintf(&df, "CMD %s\n", js)
+		fmt.Fprintf(&df, "CMD [%q]\n", AgentPath)
 	}
 
 	var out bytes.Buffer
@@ -317,45 +287,98 @@ func buildContext(bins []imageFile, base *image.InspectResponse) (io.Reader, err
 	return &out, nil
 }
 
-// RemoveImage removes an image and its untagged parents. A missing image is not an error; an
-// image still used by a container is (remove the container first).
+// RemoveImage removes the sandbox image ref (as EnsureImage returned it), every state
+// directory's claim on it (its StateTag-style tags) and its untagged parents. A missing image is
+// not an error; an image still used by a container is (remove the container first).
 func (e *Engine) RemoveImage(ctx context.Context, ref string) error {
 	ctx, cancel := detached(ctx)
 	defer cancel()
-	_, err := e.api.ImageRemove(ctx, ref, image.RemoveOptions{PruneChildren: true})
+	info, err := e.api.ImageInspect(ctx, ref)
+	if cerrdefs.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return wrap("remove image: inspect", ref, err)
+	}
+	for _, tag := range info.RepoTags {
+		if strings.HasPrefix(tag, ref+"-") {
+			if _, err := e.api.ImageRemove(ctx, tag, image.RemoveOptions{PruneChildren: true}); err != nil && !cerrdefs.IsNotFound(err) {
+				return wrap("remove image", tag, err)
+			}
+		}
+	}
+	_, err = e.api.ImageRemove(ctx, ref, image.RemoveOptions{PruneChildren: true})
 	if err != nil && !cerrdefs.IsNotFound(err) {
 		return wrap("remove image", ref, err)
 	}
 	return nil
 }
 
-// ReapImages removes the sandbox images (labelled overnight.managed=true) that
-// no container uses, except the references in keep — typically the image of
-// the running overnight binary. Every build of overnight makes an image of
-// its own; this is how old ones go. It returns the removed tags.
-func (e *Engine) ReapImages(ctx context.Context, keep ...string) ([]string, error) {
+// ReapImages removes this Engine's state directory's claim on the sandbox
+// images no container uses (its StateTag), except the references in keep —
+// typically the image of the running overnight binary — and then each
+// image no other state directory claims. Every build of overnight makes an
+// image of its own; this is how old ones go. With all, it removes every
+// sandbox image (labelled overnight.managed=true) no container uses,
+// whoever claims it. It returns the removed tags.
+func (e *Engine) ReapImages(ctx context.Context, all bool, keep ...string) ([]string, error) {
 	list, err := e.api.ImageList(ctx, image.ListOptions{Filters: filters.NewArgs(filters.Arg("label", LabelManaged+"=true"))})
 	if err != nil {
 		return nil, wrap("list sandbox images", "", err)
 	}
 	var removed []string
 	var errs []error
+	remove := func(tag string) bool {
+		if _, err := e.api.ImageRemove(ctx, tag, image.RemoveOptions{PruneChildren: true}); err != nil {
+			if !cerrdefs.IsNotFound(err) && !cerrdefs.IsConflict(err) {
+				errs = append(errs, wrap("remove image", tag, err))
+			}
+			return false
+		}
+		removed = append(removed, tag)
+		return true
+	}
 	for _, img := range list {
-		if img.Containers > 0 {
+		var bare, mine, others []string
+		for _, tag := range img.RepoTags {
+			rest, ok := strings.CutPrefix(tag, ImageRepo+":")
+			switch {
+			case !ok:
+			case !strings.Contains(rest, "-"):
+				bare = append(bare, tag)
+			case strings.HasSuffix(tag, "-"+e.state[:min(12, len(e.state))]):
+				mine = append(mine, tag)
+			default:
+				others = append(others, tag)
+			}
+		}
+		if slices.ContainsFunc(img.RepoTags, func(t string) bool { return slices.Contains(keep, t) }) {
 			continue
 		}
-		for _, tag := range img.RepoTags {
-			if slices.Contains(keep, tag) || !strings.HasPrefix(tag, ImageRepo+":") {
-				continue
+		if !all && len(mine) == 0 {
+			continue // not this state directory's
+		}
+		// An image a container (running or not) was made from stays, with
+		// every claim on it.
+		if inUse(ctx, e, img.ID) {
+			continue
+		}
+		if !all && len(others) > 0 {
+			for _, t := range mine {
+				remove(t)
 			}
-			if _, err := e.api.ImageRemove(ctx, tag, image.RemoveOptions{PruneChildren: true}); err != nil {
-				if !cerrdefs.IsNotFound(err) && !cerrdefs.IsConflict(err) {
-					errs = append(errs, wrap("remove image", tag, err))
-				}
-				continue
-			}
-			removed = append(removed, tag)
+			continue // another state directory still claims it
+		}
+		for _, t := range append(append(mine, others...), bare...) {
+			remove(t)
 		}
 	}
 	return removed, errors.Join(errs...)
+}
+
+// inUse reports whether any container, running or not, was created from
+// image id (when in doubt: yes).
+func inUse(ctx context.Context, e *Engine, id string) bool {
+	cs, err := e.api.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("ancestor", id))})
+	return err != nil || len(cs) > 0
 }

@@ -32,36 +32,40 @@ var _ = Describe("EnsureImage", func() {
 		Expect(info.RootFS.Layers).To(HaveLen(1), "one layer: a FROM-scratch image with one ADD")
 	})
 
-	It("layers the init onto a base image, with the agent binary as the default command", func(ctx SpecContext) {
-		e := newEngine()
-		var derived string
+	It("tags the image for each state directory that uses it, and reaps only its own", func(ctx SpecContext) {
+		mine, theirs := newEngine(), newEngine()
+		nonce := randomID()
+		bin, err := buildTestInit(ctx, GinkgoT().TempDir(), suiteID+"-reap-"+nonce)
+		Expect(err).NotTo(HaveOccurred())
+		ref, err := mine.EnsureImage(ctx, sandbox.ImageSpec{InitBinary: bin})
+		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(func(ctx context.Context) {
-			if derived != "" {
-				Expect(e.RemoveImage(ctx, derived)).To(Succeed())
+			for _, t := range []string{mine.StateTag(ref), theirs.StateTag(ref), ref} {
+				_ = mine.RemoveImage(ctx, t)
 			}
 		})
-		before := api.builds.Load()
-		var err error
-		derived, err = e.EnsureImage(ctx, sandbox.ImageSpec{InitBinary: initBinary, AgentBinary: initBinary, BaseImage: image})
+		_, err = theirs.EnsureImage(ctx, sandbox.ImageSpec{InitBinary: bin})
 		Expect(err).NotTo(HaveOccurred())
-		Expect(derived).NotTo(Equal(image))
-		Expect(api.builds.Load()).To(Equal(before + 1))
+		info, err := cli.ImageInspect(ctx, ref)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(info.RepoTags).To(ContainElements(ref, mine.StateTag(ref), theirs.StateTag(ref)))
 
-		spec := agentSpec()
-		spec.Image, spec.Cmd = derived, []string{sandbox.AgentPath, "echo", "from /agent", "-", "0"}
-		code, out, _ := runToEnd(ctx, e, spec)
-		Expect(code).To(Equal(0))
-		Expect(out).To(Equal("from /agent\n"))
+		removed, err := mine.ReapImages(ctx, false, image)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(removed).To(ConsistOf(mine.StateTag(ref)), "only its claim: another state directory still uses the image")
+		_, err = cli.ImageInspect(ctx, ref)
+		Expect(err).NotTo(HaveOccurred())
 
-		// No command: the image's default, /agent, runs under the init (and prints its usage).
-		spec = agentSpec()
-		spec.Image, spec.Cmd = derived, nil
-		code, _, errOut := runToEnd(ctx, e, spec)
-		Expect(code).To(Equal(2))
-		Expect(errOut).To(ContainSubstring("usage: testinit"))
+		removed, err = theirs.ReapImages(ctx, false, image)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(removed).To(ConsistOf(theirs.StateTag(ref), ref), "the last claim goes, and the image with it")
+		_, err = cli.ImageInspect(ctx, ref)
+		Expect(err).To(HaveOccurred())
+		_, err = cli.ImageInspect(ctx, image)
+		Expect(err).NotTo(HaveOccurred(), "kept: the suite's image, and no claim of these engines")
 	}, NodeTimeout(2*time.Minute))
 
-	It("refuses what cannot run in a scratch image, and a base image the engine lacks", func(ctx SpecContext) {
+	It("refuses what cannot run in a scratch image, and an agent image the engine lacks", func(ctx SpecContext) {
 		e := newEngine()
 		_, err := e.EnsureImage(ctx, sandbox.ImageSpec{})
 		Expect(err).To(MatchError(sandbox.ErrInvalidSpec))
@@ -78,7 +82,7 @@ var _ = Describe("EnsureImage", func() {
 			Expect(err.Error()).To(ContainSubstring("CGO_ENABLED=0"))
 		}
 
-		_, err = e.EnsureImage(ctx, sandbox.ImageSpec{InitBinary: initBinary, BaseImage: "overnight-no-such-image:" + suiteID})
+		_, err = e.InspectAgentImage(ctx, "overnight-no-such-image:"+suiteID)
 		Expect(err).To(MatchError(sandbox.ErrNotFound))
 		Expect(err.Error()).To(ContainSubstring("can pull nothing"))
 	})

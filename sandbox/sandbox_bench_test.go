@@ -25,6 +25,7 @@ var benchEnv struct {
 	cli      *client.Client
 	e        *sandbox.Engine
 	image    string
+	initBin  string
 	tmp      string
 	sockDir  string
 	cleanups []func() error
@@ -49,6 +50,7 @@ func benchSetup() error {
 		if b.err = err; err != nil {
 			return
 		}
+		b.initBin = bin
 		b.e = sandbox.New(b.cli, sandbox.Options{StateHash: nonce})
 		if b.image, b.err = b.e.EnsureImage(ctx, sandbox.ImageSpec{InitBinary: bin}); b.err != nil {
 			return
@@ -105,6 +107,44 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 //
 //	go test -run '^$' -bench ColdStart -benchtime 20x ./sandbox
 func BenchmarkColdStart(b *testing.B) {
+	coldStart(b, func(run, path string) sandbox.Spec {
+		return sandbox.Spec{
+			RunID: run, Attempt: 1, Image: benchEnv.image,
+			Cmd: []string{sandbox.InitPath, "gateway-call", path},
+		}
+	})
+}
+
+// PythonImage is the Debian image with Python that `make python-image`
+// (sandbox/agent/python/debian-image.sh) makes.
+const PythonImage = "overnight-test/debian-python:bookworm"
+
+// BenchmarkColdStartPython is BenchmarkColdStart for an agent's own image:
+// Debian bookworm with Python (PythonImage), run as the harness runs an
+// image — unchanged, with the init bind-mounted at /overnight — where
+// python3 starts and makes its first request with urllib.
+//
+//	make python-image && go test -run '^$' -bench ColdStartPython -benchtime 20x ./sandbox
+func BenchmarkColdStartPython(b *testing.B) {
+	if err := benchSetup(); err != nil {
+		b.Fatal(err)
+	}
+	cfg, err := benchEnv.e.InspectAgentImage(context.Background(), PythonImage)
+	if err != nil {
+		b.Fatalf("%v (make it with `make python-image`)", err)
+	}
+	coldStart(b, func(run, path string) sandbox.Spec {
+		return sandbox.Spec{
+			RunID: run, Attempt: 1, Image: cfg.ID,
+			Entrypoint: []string{sandbox.InitPath, "init", "--"}, InitBinary: benchEnv.initBin,
+			Cmd: []string{"python3", "-c", "import os, urllib.request; urllib.request.urlopen(os.environ['OVERNIGHT_URL'] + '" + path + "').read()"},
+		}
+	})
+}
+
+// coldStart runs b.N sandboxes made by specFor and reports the time from
+// Create to the agent's first request at the gateway.
+func coldStart(b *testing.B, specFor func(run, path string) sandbox.Spec) {
 	if err := benchSetup(); err != nil {
 		b.Fatal(err)
 	}
@@ -118,13 +158,10 @@ func BenchmarkColdStart(b *testing.B) {
 		path := "/first/" + run
 		arrived := make(chan time.Time, 1)
 		benchEnv.arrivals.Store(path, arrived)
-		spec := sandbox.Spec{
-			RunID: run, Attempt: 1, Image: benchEnv.image,
-			Cmd:       []string{sandbox.InitPath, "gateway-call", path},
-			Env:       map[string]string{"OVERNIGHT_URL": sandbox.RelayURL, "OVERNIGHT_SOCKET": sandbox.GatewaySocket},
-			SocketDir: benchEnv.sockDir,
-			Labels:    map[string]string{"overnight.test.bench": "true"},
-		}
+		spec := specFor(run, path)
+		spec.Env = map[string]string{"OVERNIGHT_URL": sandbox.RelayURL, "OVERNIGHT_SOCKET": sandbox.GatewaySocket}
+		spec.SocketDir = benchEnv.sockDir
+		spec.Labels = map[string]string{"overnight.test.bench": "true"}
 		b.StartTimer()
 
 		began := time.Now()
@@ -142,8 +179,9 @@ func BenchmarkColdStart(b *testing.B) {
 		select {
 		case at = <-arrived:
 		case <-time.After(30 * time.Second):
+			out, errOut, _ := e.Logs(ctx, sb.ID)
 			_ = e.Remove(ctx, sb.ID)
-			b.Fatalf("no gateway call from sandbox %s within 30s", sb.Name)
+			b.Fatalf("no gateway call from sandbox %s within 30s: %s %s", sb.Name, out, errOut)
 		}
 
 		b.StopTimer()

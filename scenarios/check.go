@@ -306,6 +306,17 @@ func (b *builder) agent(ptr, path string, a map[string]any) AgentSpec {
 			}
 		}
 	}
+	if command, ok := a["command"].([]any); ok && len(command) > 0 {
+		if spec.Image == "" {
+			k := b.keyNode(ptr + "/command")
+			b.sink.add(k.Line, k.Column, "%s.command: only an image agent has a command to replace (its ENTRYPOINT); a builtin or binary agent takes args", path)
+		}
+		for _, v := range command {
+			if s, ok := v.(string); ok {
+				spec.Command = append(spec.Command, s)
+			}
+		}
+	}
 	if env, ok := a["env"].(map[string]any); ok && len(env) > 0 {
 		spec.Env = make(map[string]string, len(env))
 		for k, v := range env {

@@ -27,22 +27,26 @@
 //	  budget: {calls: 40, tokens: 200000, cost_usd: 0.50}                 # optional; leave a field out for no limit
 //	  prices: {prompt_per_1k: 0.00015, completion_per_1k: 0.0006}         # optional override of the price table
 //	  rules:                     # the scripted model's rules, tried in order
-//	    - when: {tool_offered: plan_deployment}
-//	      tool_calls: [{name: plan_deployment, arguments: {steps: [create_network, create_database]}}]
-//	    - when: {last_message_contains: field_renamed}      # also: last_role
-//	      tool_calls: [{name: correct_request, arguments: {rename: "$details.renamed"}}]
+//	    - when: {tool_offered: create_network}
+//	      tool_calls: [{name: create_network, arguments: {name: $task.network}}]
+//	    - when: {last_message_contains: field_renamed}      # also: last_role, prompt_contains
+//	      tool_calls: [{name: correct_request, arguments: {rename: $error.details.renamed}}]
 //	    - when: {}               # matches everything: a default rule, last
 //	      reply: "OK"
 //
 // The scripted model is a deterministic test double, never a real model (package harness/llm).
-// A string argument "$path.to.field" stands for that field of the first JSON object in the
-// last message ("$." the whole object; "$$" at the start is a literal $). This package hands each
+// A string argument that starts with $ is a reference into one of two sources: "$task.path.to.field"
+// is that field of the scenario's task ("$task" all of it), and "$message.path.to.field" that
+// field of the first JSON object in the last message ("$message" or "$." all of it); any other
+// "$name.…" (or "$.name.…") is short for "$message.name.…", so "$error.details.renamed" reads the
+// error an agent put in its message. "$$" at the start is a literal $. This package hands each
 // rule on as JSON (LLM.Rules) and does not import harness/llm; harness/llm.DecodeRules reads it.
 //
 // The structure is described by a JSON Schema (draft 2020-12, SchemaJSON) that editors can use;
 // Parse also checks what the schema does not: fault syntax, durations, one agent source, env
 // keys, duplicate keys, invariants, the LLM model spec ("replay:" is for the command line only),
-// one of reply or tool_calls per rule, and the syntax of references. Every problem is reported as file:line:column, and all
+// one of reply or tool_calls per rule, the syntax of references and that each "$task" reference
+// names a path the task holds. Every problem is reported as file:line:column, and all
 // problems of a file are reported together (ErrorList). An optional field set to null (or left
 // empty, as in `faults:`) counts as absent. YAML anchors, aliases and merge keys (<<) work.
 //

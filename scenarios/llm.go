@@ -3,6 +3,7 @@ package scenarios
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -23,8 +24,8 @@ var llmProviders = []string{"openai", "anthropic", "ollama"}
 // This package does not import harness/llm (nor the other way round): each rule is handed on as
 // its JSON form, which harness/llm.DecodeRules turns into []llm.Rule. Parse has already checked
 // the rules' structure with the same field names (when: last_message_contains, last_role,
-// tool_offered, prompt_contains; reply or tool_calls: [{name, arguments}]) and the syntax of
-// their references.
+// tool_offered, prompt_contains; reply or tool_calls: [{name, arguments}]), the syntax of
+// their references, and that every "$task" reference names a path of the scenario's task.
 type LLM struct {
 	// Model is the default model spec: "scripted" (DefaultLLMModel, when the block names none),
 	// "openai:MODEL", "anthropic:MODEL" or "ollama:MODEL". The --llm flag overrides it.
@@ -173,8 +174,10 @@ func (b *builder) llmRule(ptr, path string, rule map[string]any) {
 	}
 }
 
-// llmReferences checks the syntax of every reference ("$path") in a tool call's arguments. The
-// grammar is harness/llm's (parseReference there); both sides test it.
+// llmReferences checks every reference ("$path") in a tool call's arguments: its syntax, and
+// that a "$task" reference names a path the scenario's task holds. The grammar is harness/llm's
+// (parseReference there); both sides test it. A reference into the last message ("$message.…",
+// "$.…", any other "$name.…") can only be checked when a request comes.
 func (b *builder) llmReferences(v any, ptr string) {
 	switch v := v.(type) {
 	case map[string]any:
@@ -198,12 +201,110 @@ func (b *builder) llmReferences(v any, ptr string) {
 		if rest == "." {
 			return
 		}
-		rest = strings.TrimPrefix(rest, ".")
+		head, tail, dotted := strings.Cut(rest, ".")
+		offset := 1 // where rest starts in v
+		switch {
+		case strings.HasPrefix(rest, "."):
+			rest, offset = rest[1:], 2
+		case head == refTask || head == refMessage:
+			if !dotted {
+				if head == refTask {
+					b.taskReference(ptr, path, v, nil, 0)
+				}
+				return
+			}
+			if tail == "" {
+				b.errAt(ptr, "%s: invalid reference %q: empty field name after the dot (write $%s for the whole of it)", path, v, head)
+				return
+			}
+			rest, offset = tail, 1+len(head)+1
+		}
+		segs := strings.Split(rest, ".")
 		switch {
 		case rest == "":
-			b.errAt(ptr, "%s: invalid reference %q: write $. for the whole JSON object of the last message, $path.to.field for a field, or $$ for a literal $", path, v)
-		case slices.Contains(strings.Split(rest, "."), ""):
+			b.errAt(ptr, "%s: invalid reference %q: write $task.PATH for a field of the scenario's task, $message.PATH (or $PATH) for a field of the last message's JSON object, $task or $message for the whole of one, or $$ for a literal $", path, v)
+		case slices.Contains(segs, ""):
 			b.errAt(ptr, "%s: invalid reference %q: empty field name between dots (write $$ at the start for a literal $)", path, v)
+		case head == refTask && !strings.HasPrefix(v, "$."):
+			b.taskReference(ptr, path, v, segs, offset)
 		}
 	}
+}
+
+// The names that choose a reference's source, as in harness/llm: "$task.…" reads the scenario's
+// task, "$message.…" the first JSON object of the last message.
+const (
+	refTask    = "task"
+	refMessage = "message"
+)
+
+// taskReference checks that the scenario's task holds the path segs of the reference ref (written
+// at ptr; its path starts offset bytes into ref), reporting a step that fails at the character
+// where that step is written.
+func (b *builder) taskReference(ptr, path, ref string, segs []string, offset int) {
+	root, _ := b.t.root.(map[string]any)
+	var cur any = map[string]any{}
+	if task, ok := root["task"].(map[string]any); ok {
+		cur = task
+	}
+	report := func(i int, format string, args ...any) {
+		at := offset
+		for _, s := range segs[:i] {
+			at += len(s) + 1
+		}
+		line, col := b.inside(b.node(ptr), utf8.RuneCountInString(ref[:at]))
+		b.sink.add(line, col, "%s: %q: "+format, append([]any{path, ref}, args...)...)
+	}
+	for i, seg := range segs {
+		where := "$" + refTask
+		if i > 0 {
+			where += "." + strings.Join(segs[:i], ".")
+		}
+		switch c := cur.(type) {
+		case map[string]any:
+			next, ok := c[seg]
+			if !ok {
+				fields := slices.Sorted(maps.Keys(c))
+				hint := ""
+				if guess := closest(seg, fields); guess != "" {
+					hint = fmt.Sprintf(" (did you mean %q?)", guess)
+				}
+				list := strings.Join(fields, ", ")
+				if list == "" {
+					list = "none"
+				}
+				report(i, "the scenario's task has no field %q at %s%s; fields there: %s", seg, where, hint, list)
+				return
+			}
+			cur = next
+		case []any:
+			n, err := strconv.Atoi(seg)
+			if err != nil || n < 0 || n >= len(c) {
+				report(i, "%s is a list of %d, and %q is not an index into it", where, len(c), seg)
+				return
+			}
+			cur = c[n]
+		default:
+			report(i, "%s is %s, which has no field %q", where, describeValue(cur), seg)
+			return
+		}
+	}
+}
+
+// describeValue names a scalar of the tree for a message.
+func describeValue(v any) string {
+	switch v := v.(type) {
+	case nil:
+		return "null"
+	case string:
+		if utf8.RuneCountInString(v) > 40 {
+			v = string([]rune(v)[:40]) + "…"
+		}
+		return fmt.Sprintf("the string %q", v)
+	case bool:
+		return "a boolean"
+	case int64, float64:
+		return fmt.Sprintf("the number %v", v)
+	}
+	return "a value"
 }

@@ -137,10 +137,36 @@ var _ = Describe("the llm block", func() {
 		Entry("arguments that are not a mapping", "llm: {rules: [{when: {}, tool_calls: [{name: f, arguments: [1]}]}]}\n",
 			`6:60: llm.rules[0].tool_calls[0].arguments: got array, want null or object`),
 		Entry("invalid references, nested, at their positions", "llm:\n  rules:\n    - when: {}\n      tool_calls:\n        - name: f\n          arguments:\n            a: \"$\"\n            b: [ok, \"$x..y\"]\n            c: {d: \"$.\", e: \"$..\"}\n",
-			`12:16: llm.rules[0].tool_calls[0].arguments.a: invalid reference "$": write $. for the whole JSON object of the last message, $path.to.field for a field, or $$ for a literal $`,
+			`12:16: llm.rules[0].tool_calls[0].arguments.a: invalid reference "$": write $task.PATH for a field of the scenario's task, $message.PATH (or $PATH) for a field of the last message's JSON object, $task or $message for the whole of one, or $$ for a literal $`,
 			`13:21: llm.rules[0].tool_calls[0].arguments.b[1]: invalid reference "$x..y": empty field name between dots (write $$ at the start for a literal $)`,
 			`14:29: llm.rules[0].tool_calls[0].arguments.c.e: invalid reference "$..": empty field name between dots (write $$ at the start for a literal $)`),
+		// The task is written on lines 6-7; the rules start on line 8.
+		Entry("$task paths the scenario's task does not hold, at the step that fails",
+			"task: {network: prod-net, service: {name: api}, hosts: [a, b]}\n"+
+				"llm:\n  rules:\n    - when: {}\n      tool_calls:\n        - name: f\n          arguments:\n"+
+				"            a: $task.netwrk\n"+
+				"            b: \"$task.service.image\"\n"+
+				"            c: [$task.hosts.2, $task.network.name]\n"+
+				"            d: $task.\n",
+			`13:22: llm.rules[0].tool_calls[0].arguments.a: "$task.netwrk": the scenario's task has no field "netwrk" at $task (did you mean "network"?); fields there: hosts, network, service`,
+			`14:31: llm.rules[0].tool_calls[0].arguments.b: "$task.service.image": the scenario's task has no field "image" at $task.service; fields there: name`,
+			`15:29: llm.rules[0].tool_calls[0].arguments.c[0]: "$task.hosts.2": $task.hosts is a list of 2, and "2" is not an index into it`,
+			`15:46: llm.rules[0].tool_calls[0].arguments.c[1]: "$task.network.name": $task.network is the string "prod-net", which has no field "name"`,
+			`16:16: llm.rules[0].tool_calls[0].arguments.d: invalid reference "$task.": empty field name after the dot (write $task for the whole of it)`),
+		Entry("a $task path in a scenario without a task", "llm: {rules: [{when: {}, tool_calls: [{name: f, arguments: {n: $task.network}}]}]}\n",
+			`6:70: llm.rules[0].tool_calls[0].arguments.n: "$task.network": the scenario's task has no field "network" at $task; fields there: none`),
 	)
+
+	It("accepts $task paths the task holds, and $message paths whatever they name", func() {
+		l := mustParse("ok.yaml", header+`task: {network: prod-net, migration: 3, hosts: [a, b], service: {name: api}}
+llm:
+  rules:
+    - when: {}
+      tool_calls: [{name: f, arguments: {all: $task, n: $task.network, m: $task.migration, h: $task.hosts.1, s: $task.service.name,
+        msg: $message, e: $message.error.details.renamed, short: $error.details.renamed, t: $.task.anything, w: $message.task.x}}]
+`).LLM
+		Expect(l.Rules).To(HaveLen(1))
+	})
 
 	It("names the llm fields in the schema editors read", func() {
 		var schema struct {

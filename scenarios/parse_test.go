@@ -124,6 +124,9 @@ var _ = Describe("Parse", func() {
 			Expect(sc.Agents["elsewhere"].Binary).To(Equal("/opt/agents/my-agent"))
 			Expect(sc.Agents["prebuilt"]).To(Equal(scenarios.AgentSpec{Image: "my-agent:dev"}))
 
+			img := mustParse("x.yaml", header+"agents: {py: {image: py:1, command: [python3, -u], args: [/agent/agent.py]}}\n")
+			Expect(img.Agents["py"]).To(Equal(scenarios.AgentSpec{Image: "py:1", Command: []string{"python3", "-u"}, Args: []string{"/agent/agent.py"}}))
+
 			abs := mustParse("/srv/scenarios/x.yaml", header+"agents: {v: {binary: ../bin/a}}\n")
 			Expect(abs.Agents["v"].Binary).To(Equal("/srv/bin/a"))
 		})
@@ -210,7 +213,9 @@ agent:
 		Entry("unknown key, nested, with a suggestion", header+"limits:\n  timeout: 1m\n  max_atempts: 3\n",
 			`8:3: limits: unknown field "max_atempts" (did you mean "max_attempts"?); allowed: approval, horizon, max_attempts, recovery, timeout`),
 		Entry("unknown key in an agent variant", header+"agents:\n  v: {builtin: x, argz: [a]}\n",
-			`7:19: agents.v: unknown field "argz" (did you mean "args"?); allowed: args, binary, builtin, env, image`),
+			`7:19: agents.v: unknown field "argz" (did you mean "args"?); allowed: args, binary, builtin, command, env, image`),
+		Entry("a command for a builtin agent", header+"agents:\n  v: {builtin: x, command: [a]}\n",
+			`7:19: agents.v.command: only an image agent has a command to replace (its ENTRYPOINT); a builtin or binary agent takes args`),
 		Entry("missing required fields at top level", "apiVersion: overnight/v1\nkind: Scenario\nname: t\n",
 			`1:1: missing required field "agent"`,
 			`1:1: missing required field "world"`),

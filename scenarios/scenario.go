@@ -90,7 +90,8 @@ type AgentSpec struct {
 	Builtin string            // an example agent built into the overnight binary (`/overnight agent NAME ARGS`)
 	Binary  string            // a static linux/amd64 binary: an absolute path (relative ones are resolved at Parse)
 	Image   string            // an image already on the engine
-	Args    []string          // nil if none
+	Command []string          // nil if none: replaces the image's ENTRYPOINT (image agents only)
+	Args    []string          // nil if none: the agent's arguments (an image's CMD)
 	Env     map[string]string // nil if none; never a key starting with OVERNIGHT_
 }
 

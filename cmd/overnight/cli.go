@@ -164,25 +164,37 @@ Exit codes: 0 pass, 1 fail, 2 unknown, 3 error.`,
 	if buildNonce != "" {
 		root.Version += " (test build " + buildNonce + ")"
 	}
+	// Cobra parses the flags and checks the arguments before this runs:
+	// an error before it is one of the command line.
+	parsed := false
 	root.PersistentPreRun = func(cmd *cobra.Command, _ []string) {
+		parsed = true
 		g.logger().Debug("overnight", "version", root.Version, "gomaxprocs", runtime.GOMAXPROCS(0), "command", cmd.Name())
 	}
 	root.AddCommand(runCmd(g), shrinkCmd(g), resumeCmd(g), runsCmd(g), logsCmd(g), gcCmd(g), faultsCmd(g), scenariosCmd(g), worldsCmd(g),
 		reflectCmd(g), gateCmd(g), decideCmd(g, true), decideCmd(g, false))
 
-	err := root.Execute()
+	cmd, err := root.ExecuteC()
 	if err == nil {
 		return exitPass
 	}
+	code := exitError
 	var ce *codeError
 	if errors.As(err, &ce) {
-		if ce.err != nil {
-			fmt.Fprintln(stderr, "overnight:", ce.err)
+		code, err = ce.code, ce.err
+	}
+	if err == nil {
+		return code // a verdict: the result is printed already
+	}
+	// Scripts read stdout: with JSON asked for, an error is one JSON
+	// object there too; the message stays on stderr for people.
+	if wantsJSON(root, cmd, args, parsed) {
+		if werr := writeErrorJSON(stdout, err, !parsed); werr != nil {
+			fmt.Fprintln(stderr, "overnight: print the error as JSON:", werr)
 		}
-		return ce.code
 	}
 	fmt.Fprintln(stderr, "overnight:", err)
-	return exitError
+	return code
 }
 
 func envOr(key, def string) string {
@@ -197,7 +209,7 @@ func outputFlag(cmd *cobra.Command, output *string) {
 	cmd.Flags().StringVarP(output, "output", "o", "text", "output format: text or json")
 	cmd.PreRunE = func(*cobra.Command, []string) error {
 		if *output != "text" && *output != "json" {
-			return &codeError{exitError, fmt.Errorf("--output %q: want text or json", *output)}
+			return usagef("--output %q: want text or json", *output)
 		}
 		return nil
 	}
@@ -248,13 +260,17 @@ func report(g *globals, res *harness.Result, output string) error {
 // runError maps a harness error to exit code 3 with advice.
 func runError(err error, runID string) error {
 	if errors.Is(err, harness.ErrInterrupted) && runID != "" {
-		return &codeError{exitError, fmt.Errorf("interrupted; the run is resumable: overnight resume %s", runID)}
+		return &codeError{exitError, &interruptedError{runID, err}}
 	}
 	return &codeError{exitError, err}
 }
 
 func resolveScenario(arg string) (*scenarios.Scenario, error) {
-	return scenarios.Resolve(arg, builtin.Lookup, builtin.Names())
+	scen, err := scenarios.Resolve(arg, builtin.Lookup, builtin.Names())
+	if err != nil {
+		return nil, &scenarioLoadError{err}
+	}
+	return scen, nil
 }
 
 func runCmd(g *globals) *cobra.Command {
@@ -289,7 +305,7 @@ func runCmd(g *globals) *cobra.Command {
 				return &codeError{exitError, err}
 			}
 			if lessons != reflect.LessonsMemory && lessons != reflect.LessonsNone {
-				return &codeError{exitError, fmt.Errorf("--lessons %q: want %s or %s", lessons, reflect.LessonsMemory, reflect.LessonsNone)}
+				return usagef("--lessons %q: want %s or %s", lessons, reflect.LessonsMemory, reflect.LessonsNone)
 			}
 			req := harness.RunRequest{Scenario: scen, Agent: agentName, Timeout: timeout, MaxAttempts: maxAttempts, LLM: llmSpec,
 				Extras: map[string]string{reflect.ExtraLessons: lessons}}
@@ -306,7 +322,7 @@ func runCmd(g *globals) *cobra.Command {
 					}
 					s, err := chaos.ParseSpec(t)
 					if err != nil {
-						return &codeError{exitError, fmt.Errorf("--fault: %w", err)}
+						return usagef("--fault: %w", err)
 					}
 					req.Faults = append(req.Faults, s)
 				}
@@ -314,10 +330,10 @@ func runCmd(g *globals) *cobra.Command {
 			if chaosMode != "" {
 				sources++
 				if chaosMode != "random" {
-					return &codeError{exitError, fmt.Errorf("--chaos %q: the only mode is random", chaosMode)}
+					return usagef("--chaos %q: the only mode is random", chaosMode)
 				}
 				if chaosCount < 1 || chaosCount > 100 {
-					return &codeError{exitError, fmt.Errorf("--chaos-faults %d: want 1..100", chaosCount)}
+					return usagef("--chaos-faults %d: want 1..100", chaosCount)
 				}
 				req.RandomFaults = chaosCount
 			}
@@ -326,13 +342,13 @@ func runCmd(g *globals) *cobra.Command {
 				req.ReplayFaults = replay
 			}
 			if sources > 1 {
-				return &codeError{exitError, errors.New("--fault, --chaos and --replay-faults each give the whole schedule: use one")}
+				return usagef("--fault, --chaos and --replay-faults each give the whole schedule: use one")
 			}
 			if timeout < 0 {
-				return &codeError{exitError, fmt.Errorf("--timeout %s: want a positive duration", timeout)}
+				return usagef("--timeout %s: want a positive duration", timeout)
 			}
 			if maxAttempts < 0 {
-				return &codeError{exitError, fmt.Errorf("--max-attempts %d: want at least 1", maxAttempts)}
+				return usagef("--max-attempts %d: want at least 1", maxAttempts)
 			}
 			ctx, stop := g.interruptible()
 			defer stop()
@@ -465,7 +481,7 @@ func logsCmd(g *globals) *cobra.Command {
 					}
 				}
 				if len(keep) == 0 {
-					return &codeError{exitError, fmt.Errorf("run %s has no attempt %d (it has %d)", args[0], attempt, len(logs))}
+					return usagef("--attempt %d: run %s has no attempt %d (it has %d)", attempt, args[0], attempt, len(logs))
 				}
 				logs = keep
 			}
@@ -640,7 +656,7 @@ in the same state dir. Exit 0 when a reproducer was found.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if maxRuns < 1 {
-				return &codeError{exitError, fmt.Errorf("--max-runs %d: want at least 1", maxRuns)}
+				return usagef("--max-runs %d: want at least 1", maxRuns)
 			}
 			ctx, stop := g.interruptible()
 			defer stop()

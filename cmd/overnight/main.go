@@ -2,7 +2,10 @@
 // injects faults, and judges what really happened. See README.md.
 //
 // Exit codes of every command: 0 pass, 1 fail, 2 unknown, 3 error (bad
-// input, Docker unreachable, a locked or damaged state dir, Ctrl-C).
+// input, Docker unreachable, a locked or damaged state dir, Ctrl-C). With
+// --output json, an error is also one JSON object on stdout,
+// {"error": {"code", "message", "file", "line", "column"}} (errjson.go
+// lists the codes); the message stays on stderr.
 package main
 
 import (

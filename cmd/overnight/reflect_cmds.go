@@ -23,7 +23,7 @@ func reflectCmd(g *globals) *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if format != "md" && format != "json" && format != "html" {
-				return &codeError{exitError, fmt.Errorf("--format %q: want md, json or html", format)}
+				return usagef("--format %q: want md, json or html", format)
 			}
 			h, err := g.openExisting(cmd.Context(), false)
 			if err != nil {

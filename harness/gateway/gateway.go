@@ -47,7 +47,10 @@ type Error struct {
 	Message string
 	// Param names the offending request field (LLM endpoint, OpenAI-style).
 	Param string
-	// RetryAfter, when set, is sent as the Retry-After header (whole seconds).
+	// RetryAfter, when set, is sent as two headers: Retry-After-Ms
+	// (milliseconds, which OpenAI's SDKs read first) and Retry-After (whole
+	// seconds), each rounded up, so a client that waits what either says
+	// waits at least RetryAfterSent(RetryAfter).
 	RetryAfter time.Duration
 	// Hold, when set, means: answer nothing, hold the connection this long,
 	// then reset it (an llm-timeout fault).
@@ -55,6 +58,12 @@ type Error struct {
 }
 
 func (e *Error) Error() string { return e.Code + ": " + e.Message }
+
+// RetryAfterSent is the wait the Retry-After headers announce for an
+// Error's RetryAfter d: d rounded up to the millisecond.
+func RetryAfterSent(d time.Duration) time.Duration {
+	return (d + time.Millisecond - 1).Truncate(time.Millisecond)
+}
 
 // Errorf builds an *Error.
 func Errorf(status int, code, format string, args ...any) *Error {

@@ -23,6 +23,15 @@ type LLMBackend interface {
 	LLMChat(ctx context.Context, c Caller, req protocol.ChatRequest) (protocol.ChatResponse, error)
 }
 
+// LLMRefusals is implemented by an LLMBackend that accounts for the chat
+// requests the gateway refuses itself, before LLMChat (a body too large or
+// unreadable, a field it does not carry, an invalid request). LLMRefused
+// returns the error to answer: e (or nil), or the backend's own (the
+// caller's attempt fenced, the run's budget spent).
+type LLMRefusals interface {
+	LLMRefused(ctx context.Context, c Caller, e *Error) error
+}
+
 // MaxHold bounds how long a held LLM call (an llm-timeout fault) is kept
 // open before its connection is reset.
 const MaxHold = 2 * time.Second
@@ -53,14 +62,23 @@ func (s *Server) llmChat(w http.ResponseWriter, r *http.Request, c Caller) {
 	if !ok {
 		return
 	}
+	refuse := func(e *Error) {
+		if rb, ok := b.(LLMRefusals); ok {
+			if err := rb.LLMRefused(r.Context(), c, e); err != nil {
+				s.llmFail(w, r, err)
+				return
+			}
+		}
+		writeLLMError(w, e)
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			writeLLMError(w, Errorf(http.StatusRequestEntityTooLarge, protocol.CodeTooLarge, "request body over %d bytes", MaxBodyBytes))
+			refuse(Errorf(http.StatusRequestEntityTooLarge, protocol.CodeTooLarge, "request body over %d bytes", MaxBodyBytes))
 			return
 		}
-		writeLLMError(w, Errorf(http.StatusBadRequest, protocol.CodeBadRequest, "read request body: %v", err))
+		refuse(Errorf(http.StatusBadRequest, protocol.CodeBadRequest, "read request body: %v", err))
 		return
 	}
 	req, err := llm.ParseRequest(body)
@@ -69,10 +87,10 @@ func (s *Server) llmChat(w http.ResponseWriter, r *http.Request, c Caller) {
 		if errors.As(err, &pe) {
 			e := Errorf(http.StatusBadRequest, protocol.CodeUnsupportedParameter, "%s", pe.Error())
 			e.Param = pe.Param
-			writeLLMError(w, e)
+			refuse(e)
 			return
 		}
-		writeLLMError(w, Errorf(http.StatusBadRequest, protocol.CodeBadRequest, "chat completion request: %v", err))
+		refuse(Errorf(http.StatusBadRequest, protocol.CodeBadRequest, "chat completion request: %v", err))
 		return
 	}
 	resp, err := b.LLMChat(r.Context(), c, req)
@@ -147,6 +165,7 @@ func writeLLMError(w http.ResponseWriter, e *Error) {
 		w.Header().Set("x-should-retry", "false")
 	}
 	if e.RetryAfter > 0 {
+		w.Header().Set("Retry-After-Ms", strconv.FormatInt(RetryAfterSent(e.RetryAfter).Milliseconds(), 10))
 		w.Header().Set("Retry-After", strconv.Itoa(int((e.RetryAfter+time.Second-1)/time.Second)))
 	}
 	w.WriteHeader(e.Status)

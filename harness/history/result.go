@@ -3,6 +3,7 @@ package history
 import (
 	"fmt"
 	"io"
+	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -110,16 +111,44 @@ type GateCounts struct {
 	Denied   int `json:"denied"`
 }
 
-// LLMTotals summarise a run's LLM use in its result.
+// LLMTotals summarise a run's LLM use in its result. Calls counts every
+// chat request that reached the endpoint from the attempt owning the run:
+// Answered plus Refused (a 429, a 5xx, a 400, a timeout, a spent budget);
+// the scenario's budget.calls bounds Calls. Tokens and cost come from the
+// answered ones.
 type LLMTotals struct {
-	Provider         string  `json:"provider"`
-	Model            string  `json:"model"`
-	TestDouble       bool    `json:"test_double"`         // the scripted model: deterministic rules, not a real model
-	ReplayOf         string  `json:"replay_of,omitempty"` // the run whose recording answered (provider and model are the recording's)
-	Calls            int     `json:"calls"`
-	PromptTokens     int     `json:"prompt_tokens"`
-	CompletionTokens int     `json:"completion_tokens"`
-	CostUSD          float64 `json:"cost_usd"`
+	Provider   string `json:"provider"`
+	Model      string `json:"model"`
+	TestDouble bool   `json:"test_double"`         // the scripted model: deterministic rules, not a real model
+	ReplayOf   string `json:"replay_of,omitempty"` // the run whose recording answered (provider and model are the recording's)
+	Calls      int    `json:"calls"`               // every request that reached the endpoint: answered + refused
+	Answered   int    `json:"answered"`            // answered with a completion (by the model, or the recording)
+	Refused    int    `json:"refused"`             // answered with an error instead
+	// RefusedBy counts the refused requests by the error code they got
+	// (rate_limit_exceeded, provider_error, timeout, bad_request,
+	// unsupported_parameter, too_large, budget_exceeded, replay_divergence, …).
+	RefusedBy        map[string]int `json:"refused_by,omitempty"`
+	PromptTokens     int            `json:"prompt_tokens"`
+	CompletionTokens int            `json:"completion_tokens"`
+	CostUSD          float64        `json:"cost_usd"`
+}
+
+// Count adds one request to the totals: answered when status is 200,
+// else refused with the error's code.
+func (t *LLMTotals) Count(status int, code string) {
+	t.Calls++
+	if status == 200 {
+		t.Answered++
+		return
+	}
+	t.Refused++
+	if code == "" {
+		code = "error"
+	}
+	if t.RefusedBy == nil {
+		t.RefusedBy = map[string]int{}
+	}
+	t.RefusedBy[code]++
 }
 
 // WriteText prints the result as a short summary for a person.
@@ -152,7 +181,8 @@ func (res *Result) WriteText(w io.Writer) error {
 		if l.TestDouble {
 			what = "scripted (a deterministic test double driven by the scenario's rules, not a real model)"
 		}
-		fmt.Fprintf(&b, "LLM: %s; %d calls, %d prompt + %d completion tokens, $%.4f\n", what, l.Calls, l.PromptTokens, l.CompletionTokens, l.CostUSD)
+		fmt.Fprintf(&b, "LLM: %s; %d calls (%d answered, %d refused%s), %d prompt + %d completion tokens, $%.4f\n",
+			what, l.Calls, l.Answered, l.Refused, refusedBy(l.RefusedBy), l.PromptTokens, l.CompletionTokens, l.CostUSD)
 	}
 	e := res.Effects
 	fmt.Fprintf(&b, "effects: %d executed, %d deduplicated, %d duplicates, %d unknown, %d unkeyed\n",
@@ -172,4 +202,21 @@ func (res *Result) WriteText(w io.Writer) error {
 	fmt.Fprintf(&b, "history digest: %s\n", res.HistoryDigest)
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// refusedBy lists refusals by code, for a person: ": 2 rate_limit_exceeded, 1 timeout".
+func refusedBy(by map[string]int) string {
+	if len(by) == 0 {
+		return ""
+	}
+	codes := make([]string, 0, len(by))
+	for c := range by {
+		codes = append(codes, c)
+	}
+	sort.Strings(codes)
+	parts := make([]string, len(codes))
+	for i, c := range codes {
+		parts[i] = fmt.Sprintf("%d %s", by[c], c)
+	}
+	return ": " + strings.Join(parts, ", ")
 }

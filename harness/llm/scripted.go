@@ -30,8 +30,9 @@ var (
 	// ErrNoRule is returned (wrapped) when no rule matches a request. The message quotes the
 	// last message and lists the rules.
 	ErrNoRule = errors.New("scripted model: no rule matches")
-	// ErrReference is returned (wrapped) when the rule that matched refers ("$path") to a field
-	// the last message's JSON object does not hold, or the last message holds no JSON object.
+	// ErrReference is returned (wrapped) when the rule that matched refers ("$message.path",
+	// "$path") to a field the last message's JSON object does not hold, or the last message
+	// holds no JSON object. A "$task" reference cannot fail here: NewScripted resolves it.
 	ErrReference = errors.New("scripted model: unresolved reference")
 )
 
@@ -65,16 +66,25 @@ type Match struct {
 // ScriptedCall is a tool call the scripted model answers with.
 //
 // A string anywhere in Arguments (nested maps and lists included) that starts with "$" is a
-// reference into the first JSON object found in the last message's content, and is replaced
-// by the value there (which may itself be an object or a list):
+// reference, replaced by the value it names (which may itself be an object or a list). A
+// reference reads one of two sources:
 //
-//	"$."                the whole object
-//	"$details.renamed"  a field path ("$.details.renamed" is the same); a list is indexed by number: "$items.0.id"
-//	"$$5.00"            not a reference: the literal string "$5.00" (one leading $ is dropped)
+//	"$task.service.name"     a field of the run's task: the scenario's task:, the JSON object the
+//	                         agent reads in GET /v1/run (given with WithTask); "$task" is all of it
+//	"$message.error.code"    a field of the first JSON object found in the last message's content;
+//	                         "$message" is all of that object
+//	"$error.code"            any other name is short for "$message.error.code", and
+//	"$.error.code" the same  (so "$.task.x" and "$.message.x" reach message fields of those names)
+//	"$."                     the whole JSON object of the last message
+//	"$$5.00"                 not a reference: the literal string "$5.00" (one leading $ is dropped)
 //
-// A reference lets a rule answer with what an error describes, for example arguments
-// {rename: "$details.renamed"} against a last message holding
-// {"code":"field_renamed","details":{"renamed":{"database_id":"db_id"}}}.
+// A list is indexed by number: "$message.items.0.id". A "$task" reference is resolved once, by
+// NewScripted, which refuses a path the task does not hold; a reference into the last message
+// is resolved for each request (ErrReference when it does not resolve).
+//
+// A reference lets a rule answer with what the task asks and with what an error describes: for
+// example arguments {name: "$task.network"}, or {rename: "$error.details.renamed"} against a last
+// message holding {"error":{"code":"field_renamed","details":{"renamed":{"database_id":"db_id"}}}}.
 type ScriptedCall struct {
 	Name      string         `json:"name"`
 	Arguments map[string]any `json:"arguments"` // JSON-compatible values; nil is {}
@@ -119,16 +129,56 @@ type scriptedRule struct {
 
 type scriptedCall struct {
 	name string
-	args any    // map[string]any of JSON values, *reference and json.Number
-	json string // canonical arguments when they hold no reference
-	refs bool
+	args any    // map[string]any of JSON values, *reference (into the last message) and json.Number
+	json string // canonical arguments when they hold no reference into the last message
+	refs bool   // the arguments hold a reference into the last message
 	path string // "rules[i].tool_calls[j].arguments", for messages
 }
 
+// refSource is what a reference reads.
+type refSource int
+
+const (
+	fromMessage refSource = iota // the first JSON object of the last message
+	fromTask                     // the run's task
+)
+
+// The names that choose a reference's source ("$task.…", "$message.…"); any other first name
+// is a field of the last message's JSON object.
+const (
+	refTask    = "task"
+	refMessage = "message"
+)
+
 // reference is a parsed "$path" argument value.
 type reference struct {
-	text string   // as written
-	path []string // nil for the whole object
+	text   string // as written
+	source refSource
+	path   []string // nil for the whole source
+}
+
+// ScriptedOption configures the scripted model (NewScripted).
+type ScriptedOption func(*scriptedConfig) error
+
+type scriptedConfig struct {
+	task    any // the decoded task (json.Number for numbers); nil without WithTask
+	hasTask bool
+}
+
+// WithTask gives the scripted model the run's task — the scenario's task:, as the agent receives
+// it in GET /v1/run — which "$task" references read. Without it, a rule holding a "$task"
+// reference is refused. task must be JSON.
+func WithTask(task json.RawMessage) ScriptedOption {
+	return func(c *scriptedConfig) error {
+		dec := json.NewDecoder(bytes.NewReader(task))
+		dec.UseNumber()
+		var v any
+		if err := dec.Decode(&v); err != nil {
+			return fmt.Errorf("%w: scripted model: the task is not JSON: %v", ErrConfig, err)
+		}
+		c.task, c.hasTask = v, true
+		return nil
+	}
 }
 
 // knownRoles are the roles a last_role condition may name.
@@ -137,11 +187,18 @@ var knownRoles = []string{"system", "developer", "user", "assistant", "tool"}
 // NewScripted validates rules and returns the scripted model. name is what Name returns and what
 // responses carry as their model ("" means "scripted"). Each rule needs exactly one of a
 // non-empty Reply or ToolCalls; each tool call a name; last_role a known role; references valid
-// syntax. Errors wrap ErrConfig and name the rule (rules[i]). No rules at all is allowed: every
+// syntax, and every "$task" reference a path the task (WithTask) holds — it is resolved here,
+// once. Errors wrap ErrConfig and name the rule (rules[i]). No rules at all is allowed: every
 // request then fails with ErrNoRule.
-func NewScripted(name string, rules []Rule) (*Scripted, error) {
+func NewScripted(name string, rules []Rule, opts ...ScriptedOption) (*Scripted, error) {
 	if name == "" {
 		name = ProviderScripted
+	}
+	var cfg scriptedConfig
+	for _, o := range opts {
+		if err := o(&cfg); err != nil {
+			return nil, err
+		}
 	}
 	s := &Scripted{name: name, rules: make([]scriptedRule, 0, len(rules))}
 	var errs []error
@@ -164,7 +221,7 @@ func NewScripted(name string, rules []Rule) (*Scripted, error) {
 			if c.Name == "" {
 				bad("%s.name: must not be empty", path)
 			}
-			sc, err := compileCall(c, path+".arguments")
+			sc, err := compileCall(c, path+".arguments", &cfg)
 			if err != nil {
 				errs = append(errs, fmt.Errorf("%w: scripted model %w", ErrConfig, err))
 				continue
@@ -181,8 +238,9 @@ func NewScripted(name string, rules []Rule) (*Scripted, error) {
 }
 
 // compileCall normalizes a call's arguments to JSON values (a deep copy, so later changes to
-// the caller's maps do not reach the model) and parses the references in them.
-func compileCall(c ScriptedCall, path string) (scriptedCall, error) {
+// the caller's maps do not reach the model), parses the references in them and resolves those
+// into the task.
+func compileCall(c ScriptedCall, path string, cfg *scriptedConfig) (scriptedCall, error) {
 	sc := scriptedCall{name: c.Name, path: path}
 	raw, err := json.Marshal(c.Arguments)
 	if err != nil {
@@ -197,7 +255,7 @@ func compileCall(c ScriptedCall, path string) (scriptedCall, error) {
 	if args == nil {
 		args = map[string]any{}
 	}
-	args, err = parseRefs(args, path, &sc.refs)
+	args, err = parseRefs(args, path, cfg, &sc.refs)
 	if err != nil {
 		return sc, err
 	}
@@ -212,14 +270,15 @@ func compileCall(c ScriptedCall, path string) (scriptedCall, error) {
 	return sc, nil
 }
 
-// parseRefs replaces, in a JSON value, every reference string by a *reference and every
-// escaped "$$..." string by its literal.
-func parseRefs(v any, path string, found *bool) (any, error) {
+// parseRefs replaces, in a JSON value, every reference into the task by the task's value there,
+// every reference into the last message by a *reference (setting *found), and every escaped
+// "$$..." string by its literal.
+func parseRefs(v any, path string, cfg *scriptedConfig, found *bool) (any, error) {
 	switch v := v.(type) {
 	case map[string]any:
 		// Sorted, so that of several bad references the same one is always reported.
 		for _, k := range slices.Sorted(maps.Keys(v)) {
-			nv, err := parseRefs(v[k], path+"."+k, found)
+			nv, err := parseRefs(v[k], path+"."+k, cfg, found)
 			if err != nil {
 				return nil, err
 			}
@@ -228,7 +287,7 @@ func parseRefs(v any, path string, found *bool) (any, error) {
 		return v, nil
 	case []any:
 		for i, item := range v {
-			nv, err := parseRefs(item, path+"["+strconv.Itoa(i)+"]", found)
+			nv, err := parseRefs(item, path+"["+strconv.Itoa(i)+"]", cfg, found)
 			if err != nil {
 				return nil, err
 			}
@@ -246,29 +305,58 @@ func parseRefs(v any, path string, found *bool) (any, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %v", path, err)
 		}
+		if ref.source == fromTask {
+			if !cfg.hasTask {
+				return nil, fmt.Errorf("%s: %q refers to the run's task, and the model was given none (llm.WithTask)", path, ref.text)
+			}
+			val, err := lookup(cfg.task, ref)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %v", path, err)
+			}
+			return val, nil
+		}
 		*found = true
 		return ref, nil
 	}
 	return v, nil
 }
 
-// parseReference parses "$.", "$a.b.c" or "$.a.b.c".
+// parseReference parses a reference: "$task", "$task.a.b", "$message", "$message.a.b", "$.",
+// "$.a.b" or "$a.b" (the last three into the last message).
 func parseReference(text string) (*reference, error) {
 	rest := text[1:]
-	if rest == "." {
-		return &reference{text: text}, nil
+	ref := &reference{text: text}
+	switch {
+	case rest == ".":
+		return ref, nil
+	case strings.HasPrefix(rest, "."):
+		rest = rest[1:] // "$.a.b": a field of the last message's object, whatever its name
+	default:
+		head, tail, dotted := strings.Cut(rest, ".")
+		switch head {
+		case refTask, refMessage:
+			if head == refTask {
+				ref.source = fromTask
+			}
+			if !dotted {
+				return ref, nil
+			}
+			if tail == "" {
+				return nil, fmt.Errorf("invalid reference %q: empty field name after the dot (write $%s for the whole of it)", text, head)
+			}
+			rest = tail
+		}
 	}
-	rest = strings.TrimPrefix(rest, ".")
 	if rest == "" {
-		return nil, fmt.Errorf("invalid reference %q: write $. for the whole object, $path.to.field for a field, or $$ for a literal $", text)
+		return nil, fmt.Errorf("invalid reference %q: write $task.PATH for a field of the run's task, $message.PATH (or $PATH) for a field of the last message's JSON object, $task or $message for the whole of one, or $$ for a literal $", text)
 	}
-	path := strings.Split(rest, ".")
-	for _, seg := range path {
+	ref.path = strings.Split(rest, ".")
+	for _, seg := range ref.path {
 		if seg == "" {
 			return nil, fmt.Errorf("invalid reference %q: empty field name between dots (write $$ at the start for a literal $)", text)
 		}
 	}
-	return &reference{text: text, path: path}, nil
+	return ref, nil
 }
 
 // summarize lists the rules' conditions for ErrNoRule's message.
@@ -467,11 +555,16 @@ func firstJSONObject(text string) (map[string]any, error) {
 	return nil, fmt.Errorf("the last message holds no JSON object to resolve references against (last message %q)", clip(text, 200))
 }
 
-// resolve replaces the references in v (a compiled argument value) by their values in obj.
+// resolve replaces the references in v (a compiled argument value) by their values in obj, the
+// last message's JSON object.
 func resolve(v any, obj map[string]any, path string) (any, error) {
 	switch v := v.(type) {
 	case *reference:
-		return lookup(obj, v, path)
+		r, err := lookup(obj, v)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s: %w", ErrReference, path, err)
+		}
+		return r, nil
 	case map[string]any:
 		out := make(map[string]any, len(v))
 		for _, k := range slices.Sorted(maps.Keys(v)) {
@@ -496,29 +589,40 @@ func resolve(v any, obj map[string]any, path string) (any, error) {
 	return v, nil
 }
 
-// lookup follows a reference's path inside obj.
-func lookup(obj map[string]any, ref *reference, path string) (any, error) {
-	var cur any = obj
+// lookup follows a reference's path inside root, the value of its source. Its error says which
+// step of the path failed; the caller names the argument.
+func lookup(root any, ref *reference) (any, error) {
+	what, base := "the last message's JSON object", "$."
+	if ref.source == fromTask {
+		what, base = "the task", "$"+refTask
+	}
+	cur := root
 	for i, seg := range ref.path {
-		where := "$." + strings.Join(ref.path[:i], ".")
+		where := base
+		if i > 0 {
+			if ref.source == fromTask {
+				where += "."
+			}
+			where += strings.Join(ref.path[:i], ".")
+		}
 		switch c := cur.(type) {
 		case map[string]any:
 			next, ok := c[seg]
 			if !ok {
-				return nil, fmt.Errorf("%w: %s: %q: the last message's JSON object has no field %q at %s (fields there: %s; write $$ for a literal $)",
-					ErrReference, path, ref.text, seg, where, keys(c))
+				return nil, fmt.Errorf("%q: %s has no field %q at %s (fields there: %s; write $$ for a literal $)",
+					ref.text, what, seg, where, keys(c))
 			}
 			cur = next
 		case []any:
 			n, err := strconv.Atoi(seg)
 			if err != nil || n < 0 || n >= len(c) {
-				return nil, fmt.Errorf("%w: %s: %q: %s is a list of %d, and %q is not an index into it",
-					ErrReference, path, ref.text, where, len(c), seg)
+				return nil, fmt.Errorf("%q: %s is a list of %d, and %q is not an index into it",
+					ref.text, where, len(c), seg)
 			}
 			cur = c[n]
 		default:
-			return nil, fmt.Errorf("%w: %s: %q: %s is %s, which has no field %q",
-				ErrReference, path, ref.text, where, describeJSON(cur), seg)
+			return nil, fmt.Errorf("%q: %s is %s, which has no field %q",
+				ref.text, where, describeJSON(cur), seg)
 		}
 	}
 	return cur, nil

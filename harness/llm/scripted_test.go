@@ -14,6 +14,7 @@ import (
 	"github.com/overnight-dev/overnight/harness/llm"
 	"github.com/overnight-dev/overnight/sandbox/protocol"
 	"github.com/overnight-dev/overnight/scenarios"
+	"github.com/overnight-dev/overnight/scenarios/builtin"
 )
 
 // msg builds a message with text content.
@@ -340,6 +341,114 @@ var _ = Describe("Scripted", func() {
 		})
 	})
 
+	Describe("references into the run's task and into the last message", func() {
+		task := json.RawMessage(`{"network":"prod-net","migration":3,"ratio":1.50,"service":{"name":"api","image":"registry.local/api:1.4.2"},"hosts":["a.example","b.example"]}`)
+		// The last message also holds a "task", different from the run's: $task must not read it.
+		brief := `{"error":{"code":"field_renamed","details":{"renamed":{"database_id":"db_id"}}},"message":"refused","task":{"network":"from-the-message"}}`
+		withTask := func(args map[string]any) (*llm.Scripted, error) {
+			return llm.NewScripted("", []llm.Rule{{ToolCalls: []llm.ScriptedCall{{Name: "f", Arguments: args}}}}, llm.WithTask(task))
+		}
+		call := func(args map[string]any, last string) string {
+			GinkgoHelper()
+			s, err := withTask(args)
+			Expect(err).NotTo(HaveOccurred())
+			return answer(complete(s, request(nil, msg("user", last))))
+		}
+
+		It("reads $task from the run's task, not from the last message", func() {
+			Expect(call(map[string]any{
+				"name":    "$task.network",
+				"version": "$task.migration",
+				"ratio":   "$task.ratio",
+				"image":   "$task.service.image",
+				"second":  "$task.hosts.1",
+				"service": "$task.service",
+			}, brief)).To(Equal(`call f {"image":"registry.local/api:1.4.2","name":"prod-net","ratio":1.50,"second":"b.example",` +
+				`"service":{"image":"registry.local/api:1.4.2","name":"api"},"version":3}`))
+			Expect(call(map[string]any{"all": "$task"}, brief)).To(Equal(`call f {"all":` +
+				`{"hosts":["a.example","b.example"],"migration":3,"network":"prod-net","ratio":1.50,"service":{"image":"registry.local/api:1.4.2","name":"api"}}}`))
+		})
+
+		It("needs no JSON object in the last message when every reference is into the task", func() {
+			Expect(call(map[string]any{"name": "$task.network", "price": "$$5"}, "plan the deployment")).
+				To(Equal(`call f {"name":"prod-net","price":"$5"}`))
+		})
+
+		It("reads $message, $PATH and $.PATH from the last message's first JSON object", func() {
+			Expect(call(map[string]any{
+				"rename":   "$error.details.renamed",
+				"same":     "$message.error.details.renamed",
+				"dotted":   "$.error.details.renamed.database_id",
+				"theirs":   "$message.task.network",
+				"theirs2":  "$.task.network",
+				"field":    "$.message",
+				"name":     "$task.network",
+				"wholeMsg": "$message",
+			}, "refused: "+brief)).To(Equal(`call f {"dotted":"db_id","field":"refused","name":"prod-net",` +
+				`"rename":{"database_id":"db_id"},"same":{"database_id":"db_id"},"theirs":"from-the-message","theirs2":"from-the-message",` +
+				`"wholeMsg":` + brief + `}`))
+		})
+
+		It("answers the built-in deploy scenario's plan from its task and its corrections from the world's error", func() {
+			for _, name := range []string{"deploy", "deploy-v2"} {
+				data, ok := builtin.Lookup(name)
+				Expect(ok).To(BeTrue())
+				sc, err := scenarios.Parse("builtin:"+name, data)
+				Expect(err).NotTo(HaveOccurred())
+				rules, err := llm.DecodeRules(sc.LLM.Rules)
+				Expect(err).NotTo(HaveOccurred())
+				s, err := llm.NewScripted(sc.LLM.Model, rules, llm.WithTask(sc.TaskJSON()))
+				Expect(err).NotTo(HaveOccurred())
+
+				// The plan comes from the scenario's task, whatever the agent's message says.
+				plan := request([]protocol.ChatTool{tool("create_network")}, msg("user", `{"task":{"network":"elsewhere"}}`))
+				Expect(answer(complete(s, plan))).To(Equal(`call create_network {"name":"prod-net"}; call create_database {"name":"prod-db"}; `+
+					`call run_migration {"version":3}; call deploy_service {"image":"registry.local/api:1.4.2","name":"api"}; call set_dns {"host":"api.example.com"}`), name)
+
+				fix := request([]protocol.ChatTool{tool("correct_request")}, msg("user",
+					`{"kind":"cloud.create_database","args":{"name":"prod-db"},"error":{"code":"field_renamed","details":{"renamed":{"database_id":"db_id"}}}}`))
+				Expect(answer(complete(s, fix))).To(Equal(`call correct_request {"rename":{"database_id":"db_id"}}`), name)
+			}
+		})
+
+		DescribeTable("refuses, when it is made, a $task path the task does not hold",
+			func(ref, want string) {
+				s, err := withTask(map[string]any{"x": map[string]any{"y": ref}})
+				Expect(s).To(BeNil())
+				Expect(errors.Is(err, llm.ErrConfig)).To(BeTrue())
+				Expect(err).To(MatchError("llm configuration: scripted model rules[0].tool_calls[0].arguments.x.y: " + want))
+			},
+			Entry("a missing field", "$task.netwrk",
+				`"$task.netwrk": the task has no field "netwrk" at $task (fields there: hosts, migration, network, ratio, service; write $$ for a literal $)`),
+			Entry("a missing nested field", "$task.service.tag",
+				`"$task.service.tag": the task has no field "tag" at $task.service (fields there: image, name; write $$ for a literal $)`),
+			Entry("a field of a string", "$task.network.name",
+				`"$task.network.name": $task.network is the string "prod-net", which has no field "name"`),
+			Entry("an index out of range", "$task.hosts.2",
+				`"$task.hosts.2": $task.hosts is a list of 2, and "2" is not an index into it`),
+			Entry("an empty field name", "$task.",
+				`invalid reference "$task.": empty field name after the dot (write $task for the whole of it)`),
+		)
+
+		It("refuses a $task reference when it was given no task, and a task that is not JSON", func() {
+			_, err := llm.NewScripted("", []llm.Rule{{ToolCalls: []llm.ScriptedCall{{Name: "f", Arguments: map[string]any{"n": "$task.network"}}}}})
+			Expect(errors.Is(err, llm.ErrConfig)).To(BeTrue())
+			Expect(err).To(MatchError(ContainSubstring(`rules[0].tool_calls[0].arguments.n: "$task.network" refers to the run's task, and the model was given none (llm.WithTask)`)))
+
+			_, err = llm.NewScripted("", nil, llm.WithTask(json.RawMessage(`{"a":`)))
+			Expect(errors.Is(err, llm.ErrConfig)).To(BeTrue())
+			Expect(err).To(MatchError(ContainSubstring("the task is not JSON")))
+		})
+
+		It("names a $message path the last message's object does not hold", func() {
+			_, err := newScripted(llm.Rule{ToolCalls: []llm.ScriptedCall{{Name: "f", Arguments: map[string]any{"r": "$message.error.details.gone"}}}}).
+				Complete(context.Background(), request(nil, msg("tool", brief)))
+			Expect(errors.Is(err, llm.ErrReference)).To(BeTrue())
+			Expect(err).To(MatchError(`scripted model: unresolved reference: rules[0].tool_calls[0].arguments.r: "$message.error.details.gone": ` +
+				`the last message's JSON object has no field "gone" at $.error.details (fields there: renamed; write $$ for a literal $)`))
+		})
+	})
+
 	Describe("validation", func() {
 		DescribeTable("refuses a bad rule with a message naming it",
 			func(rules []llm.Rule, want ...string) {
@@ -361,7 +470,7 @@ var _ = Describe("Scripted", func() {
 			Entry("an unknown role", []llm.Rule{{When: llm.Match{LastRole: "robot"}, Reply: "x"}},
 				`rules[0].when.last_role: unknown role "robot" (want one of system, developer, user, assistant, tool)`),
 			Entry("a bare $", []llm.Rule{{ToolCalls: []llm.ScriptedCall{{Name: "f", Arguments: map[string]any{"l": []any{"$"}}}}}},
-				`rules[0].tool_calls[0].arguments.l[0]: invalid reference "$": write $. for the whole object`),
+				`rules[0].tool_calls[0].arguments.l[0]: invalid reference "$": write $task.PATH for a field of the run's task, $message.PATH (or $PATH) for a field of the last message's JSON object`),
 			Entry("an empty field name", []llm.Rule{{ToolCalls: []llm.ScriptedCall{{Name: "f", Arguments: map[string]any{"m": map[string]any{"x": "$a..b"}}}}}},
 				`rules[0].tool_calls[0].arguments.m.x: invalid reference "$a..b": empty field name between dots`),
 			Entry("arguments JSON cannot carry", []llm.Rule{{ToolCalls: []llm.ScriptedCall{{Name: "f", Arguments: map[string]any{"c": make(chan int)}}}}},

@@ -124,11 +124,12 @@ func start(args, env []string) (*os.Process, int) {
 		Files: []*os.File{os.Stdin, os.Stdout, os.Stderr},
 	})
 	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			errorf("cannot start agent %q: %v", args[0], err)
+		why := whyNot(args[0], path, err)
+		if _, serr := os.Stat(path); serr != nil && errors.Is(serr, os.ErrNotExist) {
+			errorf("cannot start agent: %s", why)
 			return nil, ExitNotFound
 		}
-		errorf("cannot start agent %q: %v; is it a static linux/amd64 executable?", args[0], err)
+		errorf("cannot start agent: %s", why)
 		return nil, ExitCannotExecute
 	}
 	return proc, 0

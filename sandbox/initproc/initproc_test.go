@@ -91,7 +91,7 @@ var _ = Describe("Main", func() {
 		cmd.Env = append(os.Environ(), roleEnv+"=1", initproc.EnvRelayAddr+"=127.0.0.1:0")
 		code, _, errOut := run(cmd)
 		Expect(code).To(Equal(initproc.ExitNotFound))
-		Expect(errOut).To(ContainSubstring(`cannot start agent "/nonexistent/agent"`))
+		Expect(errOut).To(ContainSubstring(`cannot start agent: "/nonexistent/agent" does not exist in the image`))
 
 		notExec := filepath.Join(GinkgoT().TempDir(), "agent")
 		Expect(os.WriteFile(notExec, []byte("not a program"), 0o644)).To(Succeed())
@@ -101,6 +101,54 @@ var _ = Describe("Main", func() {
 		Expect(code).To(Equal(initproc.ExitCannotExecute))
 		Expect(errOut).To(ContainSubstring("cannot start agent"))
 	})
+
+	DescribeTable("says what is wrong with an agent that cannot start, in terms of the image",
+		func(make func(dir string) string, code int, want string) {
+			self, _ := os.Executable()
+			agent := make(GinkgoT().TempDir())
+			cmd := exec.CommandContext(ctx, self, "init", "--", agent)
+			cmd.Env = append(os.Environ(), roleEnv+"=1", initproc.EnvRelayAddr+"=127.0.0.1:0")
+			got, _, errOut := run(cmd)
+			Expect(got).To(Equal(code), errOut)
+			Expect(errOut).To(ContainSubstring(want))
+			Expect(errOut).NotTo(ContainSubstring("static linux/amd64"), "the old catch-all guess")
+		},
+		Entry("a script without the execute bit", func(dir string) string {
+			p := filepath.Join(dir, "agent.py")
+			Expect(os.WriteFile(p, []byte("#!/usr/bin/python3\nprint('hi')\n"), 0o644)).To(Succeed())
+			return p
+		}, initproc.ExitCannotExecute, "is not executable (mode -rw-r--r--): chmod +x it when you build the image, or run it through its interpreter (command: [/usr/bin/python3,"),
+		Entry("a script whose interpreter is missing", func(dir string) string {
+			p := filepath.Join(dir, "agent.py")
+			Expect(os.WriteFile(p, []byte("#!/opt/nowhere/python3 -u\nprint('hi')\n"), 0o755)).To(Succeed())
+			return p
+		}, initproc.ExitCannotExecute, "is a script for /opt/nowhere/python3 (its #! line), which is not in the image"),
+		Entry("a binary for another architecture", func(dir string) string {
+			self, _ := os.Executable()
+			b, err := os.ReadFile(self)
+			Expect(err).NotTo(HaveOccurred())
+			b[18], b[19] = 183, 0 // e_machine: EM_AARCH64
+			p := filepath.Join(dir, "agent")
+			Expect(os.WriteFile(p, b, 0o755)).To(Succeed())
+			return p
+		}, initproc.ExitCannotExecute, "is a binary for arm64, but this sandbox runs linux/amd64"),
+		Entry("a dynamically linked binary whose loader is missing", func(dir string) string {
+			b, err := os.ReadFile("/bin/true")
+			Expect(err).NotTo(HaveOccurred())
+			loader := []byte("/lib64/ld-linux-x86-64.so.2")
+			Expect(bytes.Contains(b, loader)).To(BeTrue(), "/bin/true is dynamically linked against glibc")
+			b = bytes.Replace(b, loader, []byte("/lib64/ld-absnt-x86-64.so.2"), 1)
+			p := filepath.Join(dir, "agent")
+			Expect(os.WriteFile(p, b, 0o755)).To(Succeed())
+			return p
+		}, initproc.ExitCannotExecute, "is dynamically linked, and its loader /lib64/ld-absnt-x86-64.so.2 is not in the image: build it static"),
+		Entry("a file in no executable format", func(dir string) string {
+			p := filepath.Join(dir, "agent")
+			Expect(os.WriteFile(p, []byte("print('hi')\n"), 0o755)).To(Succeed())
+			return p
+		}, initproc.ExitCannotExecute, `is in no executable format (it starts with "print('hi')\n"): a script needs a #! line`),
+		Entry("a directory", func(dir string) string { return dir }, initproc.ExitCannotExecute, "is a directory, not a program"),
+	)
 
 	It("exits 125 without starting the agent when the relay address is taken", func() {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -76,6 +76,12 @@ func main() {
 		write()
 	case "whoami":
 		whoami()
+	case "pwd":
+		wd, err := os.Getwd()
+		if err != nil {
+			fail(err)
+		}
+		fmt.Println(wd)
 	case "orphans":
 		n, _ := strconv.Atoi(args[0])
 		orphans(n)

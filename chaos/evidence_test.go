@@ -1,0 +1,65 @@
+package chaos_test
+
+import (
+	"encoding/json"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/overnight-dev/overnight/chaos"
+)
+
+var _ = Describe("the follow-up that shows an agent met a 429", func() {
+	applied := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	wall := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	wait := chaos.LLMWait{Kind: chaos.LLMRateLimit, Call: 2, After: applied.Add(30 * time.Second),
+		WallAfter: wall.Add(30 * time.Second), RetryAfterMS: 30000}
+	call := func(virtual, real time.Duration) chaos.LLMCall {
+		return chaos.LLMCall{Virtual: applied.Add(virtual), Wall: wall.Add(real)}
+	}
+
+	DescribeTable("a later call is credited once Retry-After is over in virtual or in real time, and says which",
+		func(c chaos.LLMCall, met bool, detail string) {
+			j, ok := wait.FollowedUp(c, applied)
+			Expect(ok).To(Equal(met))
+			Expect(j.Met).To(Equal(met))
+			Expect(j.Detail).To(Equal(detail))
+		},
+		Entry("at once", call(0, 0), false, ""),
+		Entry("just before, in both times", call(30*time.Second-time.Millisecond, 30*time.Second-time.Millisecond), false, ""),
+		Entry("slept through the gateway", call(30*time.Second, time.Second), true,
+			"after the 429 on LLM call 2, the agent waited Retry-After (30s of virtual time) and called again"),
+		Entry("waited in real time (a client's own retry, a time.sleep)", call(0, 30*time.Second), true,
+			"after the 429 on LLM call 2, the agent waited Retry-After (30s of real time) and called again"),
+	)
+
+	It("survives the journal: the real-time deadline is part of the fault's evidence", func() {
+		b, err := json.Marshal(chaos.Evidence{LLM: &wait})
+		Expect(err).NotTo(HaveOccurred())
+		var back chaos.Evidence
+		Expect(json.Unmarshal(b, &back)).To(Succeed())
+		Expect(back.LLM.WallAfter.Equal(wait.WallAfter)).To(BeTrue(), string(b))
+		_, ok := back.LLM.FollowedUp(call(0, 30*time.Second), applied)
+		Expect(ok).To(BeTrue())
+	})
+
+	It("credits only virtual time for evidence journaled without a real-time deadline", func() {
+		old := chaos.LLMWait{Kind: chaos.LLMRateLimit, Call: 1, After: applied.Add(10 * time.Second)}
+		_, ok := old.FollowedUp(call(0, time.Hour), applied)
+		Expect(ok).To(BeFalse())
+		j, ok := old.FollowedUp(call(10*time.Second, 0), applied)
+		Expect(ok).To(BeTrue())
+		Expect(j.Detail).To(ContainSubstring("(10s of virtual time)"), "the Retry-After, from the deadline")
+	})
+
+	It("waits for the tool call's answer after a malformed one, and takes any later call after a 5xx", func() {
+		broken := chaos.LLMWait{Kind: chaos.LLMMalformed, Call: 1, CallID: "call_1"}
+		_, ok := broken.FollowedUp(chaos.LLMCall{}, applied)
+		Expect(ok).To(BeFalse(), "no messages: no answer")
+		_, ok = broken.FollowedUp(chaos.LLMCall{Answers: func(id string) bool { return id == "call_1" }}, applied)
+		Expect(ok).To(BeTrue())
+		_, ok = chaos.LLMWait{Kind: chaos.LLMServerError, Call: 1}.FollowedUp(chaos.LLMCall{}, applied)
+		Expect(ok).To(BeTrue())
+	})
+})
