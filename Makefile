@@ -8,6 +8,8 @@ export CGO_ENABLED := 0
 
 # The demo keeps its journal here, so `bin/overnight --state .overnight-demo runs` shows its runs.
 DEMO_STATE ?= .overnight-demo
+# The Debian+Python image of the Python agent's tests (make python-image).
+PYTHON_IMAGE ?= overnight-test/debian-python:bookworm
 
 .PHONY: help build test bench lint fuzz demo clean python-image
 
@@ -22,10 +24,13 @@ test: python-image ## run every test (needs a running Docker engine; .ci/run sta
 
 # The Python example agent's tests and benchmark run in a Debian image made
 # without a registry (debootstrap + docker import), kept on the engine once made.
+# Without root it says so and goes on: those specs are then skipped, saying why.
 python-image: ## make the Debian+Python image the Python agent's tests use (once; needs root)
-	@command -v debootstrap >/dev/null || { echo "installing debootstrap (Debian's package)"; \
-	  DEBIAN_FRONTEND=noninteractive apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q debootstrap; }
-	@sandbox/agent/python/debian-image.sh
+	@if docker image inspect $(PYTHON_IMAGE) >/dev/null 2>&1; then echo "python-image: $(PYTHON_IMAGE) is on the engine already"; \
+	elif [ "$$(id -u)" != 0 ]; then echo "python-image: not root, so no debootstrap: the Python agent's specs will be skipped (run make python-image as root once)"; \
+	else command -v debootstrap >/dev/null || { echo "installing debootstrap (Debian's package)"; \
+	  DEBIAN_FRONTEND=noninteractive apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q debootstrap; } && \
+	  sandbox/agent/python/debian-image.sh $(PYTHON_IMAGE); fi
 
 # The benchmarks run with the overnight binary's own GOMAXPROCS (1, see
 # cmd/overnight/main.go); the LLM overhead is measured with 2 as well.

@@ -151,7 +151,9 @@ type LLMCall struct {
 }
 
 // FollowedUp judges a later LLM call c; applied is when the fault fired
-// (virtual time). ok is false while the evidence is still to come.
+// (virtual time). ok is false while the evidence is still to come. After a
+// 429, the first later call decides: met when it came after Retry-After in
+// virtual or in real time, unmet when it came sooner.
 func (w LLMWait) FollowedUp(c LLMCall, applied time.Time) (j Judgement, ok bool) {
 	switch w.Kind {
 	case LLMRateLimit:
@@ -160,6 +162,14 @@ func (w LLMWait) FollowedUp(c LLMCall, applied time.Time) (j Judgement, ok bool)
 			return Judgement{true, fmt.Sprintf("after the 429 on LLM call %d, the agent waited Retry-After (%s of virtual time) and called again", w.Call, w.retryAfter(applied))}, true
 		case !w.WallAfter.IsZero() && !c.Wall.Before(w.WallAfter):
 			return Judgement{true, fmt.Sprintf("after the 429 on LLM call %d, the agent waited Retry-After (%s of real time) and called again", w.Call, w.retryAfter(applied))}, true
+		case !w.WallAfter.IsZero():
+			// Real time always passes: were a too-early call left open, any
+			// later call would be credited. The first call after the 429
+			// decides. (Evidence journaled without a real-time deadline
+			// keeps waiting for the virtual one, which only a sleep moves.)
+			ra := w.retryAfter(applied)
+			waited := c.Wall.Sub(w.WallAfter.Add(-ra)).Truncate(time.Millisecond)
+			return Judgement{false, fmt.Sprintf("after the 429 on LLM call %d, the agent called again %s later in real time (and %s in virtual time), before its Retry-After of %s was over", w.Call, max(waited, 0), c.Virtual.Sub(applied), ra)}, true
 		}
 		return Judgement{}, false
 	case LLMMalformed:

@@ -121,7 +121,7 @@ var _ = Describe("a 429 waited out in real time (openai-go's own retry)", func()
 		Expect(f.MetDetail).To(ContainSubstring("(1.5s of real time)"))
 	})
 
-	It("does not credit a call made before Retry-After is over in either time, and credits the one after", func() {
+	It("judges by the first call after the 429: one made before Retry-After is over in either time is not met, and a later wait does not undo that", func() {
 		lr := startLLMRun(state, llmScenario, Options{}, RunRequest{Faults: []chaos.Spec{mustParseSpec("llm-429:2s@llm:1")}})
 		raw := lr.openai(lr.attempt()) // no retries of its own
 		_, err := hello(ctx, raw)
@@ -131,15 +131,30 @@ var _ = Describe("a 429 waited out in real time (openai-go's own retry)", func()
 		time.Sleep(time.Second)
 		_, err = hello(ctx, raw)
 		Expect(err).NotTo(HaveOccurred(), "the one-shot 429 is spent")
-		Expect(fault(lr).Met).To(BeFalse(), "a call after 1s of a 2s Retry-After did not wait it")
-		Expect(fault(lr).Evidence.LLM.WallAfter).NotTo(BeZero())
+		f := fault(lr)
+		Expect(f.Met).To(BeFalse(), "a call after 1s of a 2s Retry-After did not wait it")
+		Expect(f.MetDetail).To(MatchRegexp(`^after the 429 on LLM call 1, the agent called again 1\.\d+s later in real time \(and 0s in virtual time\), before its Retry-After of 2s was over$`))
 
 		time.Sleep(time.Until(refused.Add(2 * time.Second)))
 		_, err = hello(ctx, raw)
 		Expect(err).NotTo(HaveOccurred())
+		Expect(fault(lr).Met).To(BeFalse(), "real time always passes: the call after the early one proves nothing")
+	})
+
+	It("gives a windowed 429 a new chance after each early retry it refuses again", func() {
+		lr := startLLMRun(state, llmScenario, Options{}, RunRequest{Faults: []chaos.Spec{mustParseSpec("llm-429:1s@llm:1/1h")}})
+		raw := lr.openai(lr.attempt())
+		_, err := hello(ctx, raw)
+		Expect(err).To(MatchError(ContainSubstring("429")))
+		_, err = hello(ctx, raw)
+		Expect(err).To(MatchError(ContainSubstring("429")), "at once: refused again, inside the window")
+		Expect(fault(lr).Met).To(BeFalse())
+		time.Sleep(1100 * time.Millisecond)
+		_, err = hello(ctx, raw)
+		Expect(err).To(MatchError(ContainSubstring("429")), "still inside the hour's window (virtual time stood still)")
 		f := fault(lr)
 		Expect(f.Met).To(BeTrue(), f.MetDetail)
-		Expect(f.MetDetail).To(ContainSubstring("(2s of real time)"))
+		Expect(f.MetDetail).To(ContainSubstring("(1s of real time)"))
 	})
 
 	It("keeps the real-time deadline in the fault's journaled evidence across a harness restart", func() {

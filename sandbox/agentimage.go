@@ -38,7 +38,7 @@ func (e *Engine) InspectAgentImage(ctx context.Context, ref string) (ImageConfig
 	info, err := e.api.ImageInspect(ctx, ref)
 	if err != nil {
 		if cerrdefs.IsNotFound(err) {
-			return ImageConfig{}, fmt.Errorf("agent image %s is not on the engine, which can pull nothing: build, load or import it first: %w", ref, ErrNotFound)
+			return ImageConfig{}, fmt.Errorf("agent image %s is not on the engine, which can pull nothing: build, load or import it first: %w", ref, ErrImageNotFound)
 		}
 		return ImageConfig{}, wrap("inspect agent image", ref, err)
 	}
@@ -64,7 +64,7 @@ func AgentCommand(ref string, command, args []string, img ImageConfig) (cmd []st
 	case args != nil:
 		cmd = append(append(cmd, img.Entrypoint...), args...)
 		if len(img.Entrypoint) > 0 {
-			note = fmt.Sprintf("agent.args follow the ENTRYPOINT %q of image %s, as in Kubernetes and Compose: the agent runs %q. (Earlier versions of overnight ran the args alone, in place of the entrypoint: to do that, set them as agent.command.)", img.Entrypoint, ref, cmd)
+			note = fmt.Sprintf("agent.args follow the ENTRYPOINT %q of image %s, as in Kubernetes and Compose: the agent runs %q. (Earlier versions of overnight ran the args alone, in place of the entrypoint: to do that, set them as agent.command. To keep this meaning without this warning, give the entrypoint as agent.command.)", img.Entrypoint, ref, cmd)
 		}
 	default:
 		cmd = append(append(cmd, img.Entrypoint...), img.Cmd...)
@@ -114,4 +114,3 @@ func (e *Engine) seedWorkspace(ctx context.Context, spec Spec, labels map[string
 	}
 	return nil
 }
-

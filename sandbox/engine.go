@@ -74,6 +74,9 @@ var (
 	ErrNameInUse = errors.New("sandbox name already in use")
 	// ErrInvalidSpec: an ImageSpec or Spec is incomplete or inconsistent; nothing was created.
 	ErrInvalidSpec = errors.New("invalid sandbox spec")
+	// ErrImageNotFound: an agent's own image is not on the engine, which pulls nothing. It is
+	// also ErrNotFound.
+	ErrImageNotFound = fmt.Errorf("agent image %w", ErrNotFound)
 )
 
 // ImageAPI is the part of the Docker client that builds and removes images.

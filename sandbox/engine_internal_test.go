@@ -279,8 +279,8 @@ var _ = Describe("ReapImages (unit, fake API)", func() {
 
 	It("removes its own state's claims on unused images, and an image once nobody claims it", func(ctx SpecContext) {
 		got, removed := reap(ctx, false)
-		Expect(got).To(Equal([]string{ImageRepo + ":old-s", ImageRepo + ":old", ImageRepo + ":shared-s"}))
-		Expect(removed).To(Equal(got), "theirs, legacy (no claim), busy (in use) and kept stay")
+		Expect(got).To(Equal([]string{ImageRepo + ":old-s", ImageRepo + ":old", ImageRepo + ":shared-s", ImageRepo + ":legacy"}))
+		Expect(removed).To(Equal(got), "theirs (claimed by another state), busy (in use) and kept stay; legacy (claimed by nobody) goes")
 	})
 
 	It("with all, removes every unused sandbox image whoever claims it", func(ctx SpecContext) {

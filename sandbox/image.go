@@ -109,7 +109,15 @@ func (e *Engine) EnsureImage(ctx context.Context, spec ImageSpec) (string, error
 			return "", err
 		}
 	}
-	if err := e.api.ImageTag(ctx, tag, e.StateTag(tag)); err != nil {
+	err = e.api.ImageTag(ctx, tag, e.StateTag(tag))
+	if cerrdefs.IsNotFound(err) {
+		// Another state directory's reap removed the unclaimed image
+		// between its build (or inspect) and this claim: build it again.
+		if err = e.build(ctx, spec, bins, tag, sum); err == nil {
+			err = e.api.ImageTag(ctx, tag, e.StateTag(tag))
+		}
+	}
+	if err != nil {
 		return "", wrap("ensure image: tag it for state "+e.state[:min(12, len(e.state))], tag, err)
 	}
 	return tag, nil
@@ -317,7 +325,8 @@ func (e *Engine) RemoveImage(ctx context.Context, ref string) error {
 // ReapImages removes this Engine's state directory's claim on the sandbox
 // images no container uses (its StateTag), except the references in keep —
 // typically the image of the running overnight binary — and then each
-// image no other state directory claims. Every build of overnight makes an
+// image no other state directory claims, including images nobody claims
+// (made by versions of overnight before claims existed). Every build of overnight makes an
 // image of its own; this is how old ones go. With all, it removes every
 // sandbox image (labelled overnight.managed=true) no container uses,
 // whoever claims it. It returns the removed tags.
@@ -355,9 +364,11 @@ func (e *Engine) ReapImages(ctx context.Context, all bool, keep ...string) ([]st
 		if slices.ContainsFunc(img.RepoTags, func(t string) bool { return slices.Contains(keep, t) }) {
 			continue
 		}
-		if !all && len(mine) == 0 {
-			continue // not this state directory's
+		if !all && len(mine) == 0 && len(others) > 0 {
+			continue // another state directory's, not this one's
 		}
+		// No claim at all: an image an earlier version of overnight made
+		// (before claims existed), or one whose last claim went; anybody's.
 		// An image a container (running or not) was made from stays, with
 		// every claim on it.
 		if inUse(ctx, e, img.ID) {

@@ -33,6 +33,8 @@ const (
 	codeDockerUnavailable = "docker_unavailable" // the Docker engine cannot be reached
 	codeNotFailing        = "not_failing"        // shrink: the run did not fail, so there is nothing to shrink (exit 2)
 	codeInterrupted       = "interrupted"        // Ctrl-C or SIGTERM; run_id names the resumable run
+	codeImageNotFound     = "image_not_found"    // the agent's own image is not on the engine (which pulls nothing)
+	codeAgentInvalid      = "agent_invalid"      // the agent cannot run as given: an image with nothing to run, a binary that is not static
 	codeInternal          = "internal"           // anything else: the message says what failed
 )
 
@@ -117,6 +119,10 @@ func errorCode(err error, usage bool) string {
 		return codeRunNotFound
 	case errors.Is(err, sandbox.ErrEngineUnreachable):
 		return codeDockerUnavailable
+	case errors.Is(err, sandbox.ErrImageNotFound):
+		return codeImageNotFound
+	case errors.Is(err, sandbox.ErrInvalidSpec):
+		return codeAgentInvalid
 	case errors.Is(err, chaos.ErrUnknownFault), errors.Is(err, chaos.ErrUnsupported), errors.Is(err, harness.ErrFaultSources):
 		return codeFaultInvalid
 	case errors.Is(err, llm.ErrConfig):

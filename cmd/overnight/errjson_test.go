@@ -154,6 +154,8 @@ var _ = Describe("the code of an error", func() {
 		Entry("a model that cannot be set up", fmt.Errorf("%w: no key", llm.ErrConfig), "llm_config"),
 		Entry("a journal of another format", fmt.Errorf("open: %w", journal.ErrFormat), "state_format"),
 		Entry("an unreachable engine", fmt.Errorf("connect: %w", sandbox.ErrEngineUnreachable), "docker_unavailable"),
+		Entry("an agent image the engine lacks", fmt.Errorf("plan: %w", sandbox.ErrImageNotFound), "image_not_found"),
+		Entry("an image with nothing to run", fmt.Errorf("%w: image x has no ENTRYPOINT or CMD", sandbox.ErrInvalidSpec), "agent_invalid"),
 		Entry("nothing to shrink", fmt.Errorf("%w: run x ended pass", harness.ErrNotFailing), "not_failing"),
 		Entry("anything else", errors.New("disk full"), "internal"),
 	)

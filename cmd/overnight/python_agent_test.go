@@ -35,6 +35,9 @@ func pythonAgentImage(ctx context.Context) string {
 	GinkgoHelper()
 	script, err := filepath.Abs(filepath.Join(pythonDir, "debian-image.sh"))
 	Expect(err).NotTo(HaveOccurred())
+	if _, err := docker.ImageInspect(ctx, pythonBase); err != nil && os.Geteuid() != 0 {
+		Skip("the Debian+Python image " + pythonBase + " is not on the engine, and making it (debootstrap) needs root: run `make python-image` as root once")
+	}
 	out, err := exec.CommandContext(ctx, script, pythonBase).CombinedOutput()
 	Expect(err).NotTo(HaveOccurred(), "make the Debian base image (`make python-image` does it too):\n%s", out)
 

@@ -39,6 +39,10 @@ func whyNot(name, path string, err error) string {
 		return fmt.Sprintf("%q: permission denied for uid %d (mode %v; the sandbox runs as 65534:65534, so the file and its directories must be readable and executable by others)", name, os.Getuid(), fi.Mode().Perm())
 	}
 	if interp, ok := shebang(head); ok {
+		if line, _, _ := bytes.Cut(head, []byte("\n")); bytes.HasSuffix(line, []byte("\r")) {
+			// The kernel looks for an interpreter whose name ends in \r.
+			return fmt.Sprintf("%q has Windows line endings (CRLF): its #! line names %q, which is not in the image; convert the script to LF line endings (dos2unix) when you build the image", name, strings.TrimLeft(string(line[2:]), " \t"))
+		}
 		if _, serr := os.Stat(interp[0]); serr != nil {
 			return fmt.Sprintf("%q is a script for %s (its #! line), which is not in the image: install it, or fix the #! line", name, interp[0])
 		}

@@ -25,6 +25,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -116,6 +117,15 @@ func start(args, env []string) (*os.Process, int) {
 	if lp, err := exec.LookPath(path); err == nil {
 		path = lp
 	} else if !containsSlash(path) {
+		// LookPath passes over a file without the execute bit: say so
+		// rather than "not found".
+		for _, dir := range filepath.SplitList(os.Getenv("PATH")) {
+			cand := filepath.Join(dir, path)
+			if fi, err := os.Stat(cand); err == nil && !fi.IsDir() {
+				errorf("cannot start agent: %s (found in PATH at %s)", whyNot(args[0], cand, syscall.EACCES), cand)
+				return nil, ExitCannotExecute
+			}
+		}
 		errorf("agent command %q not found in PATH=%q", args[0], os.Getenv("PATH"))
 		return nil, ExitNotFound
 	}

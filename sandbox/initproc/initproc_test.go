@@ -148,7 +148,23 @@ var _ = Describe("Main", func() {
 			return p
 		}, initproc.ExitCannotExecute, `is in no executable format (it starts with "print('hi')\n"): a script needs a #! line`),
 		Entry("a directory", func(dir string) string { return dir }, initproc.ExitCannotExecute, "is a directory, not a program"),
+		Entry("a script with Windows line endings", func(dir string) string {
+			p := filepath.Join(dir, "agent.py")
+			Expect(os.WriteFile(p, []byte("#!/bin/sh\r\necho hi\r\n"), 0o755)).To(Succeed())
+			return p
+		}, initproc.ExitCannotExecute, `has Windows line endings (CRLF): its #! line names "/bin/sh\r", which is not in the image; convert the script to LF line endings (dos2unix)`),
 	)
+
+	It("says a command found in PATH is not executable, rather than not found", func() {
+		self, _ := os.Executable()
+		dir := GinkgoT().TempDir()
+		Expect(os.WriteFile(filepath.Join(dir, "agent.py"), []byte("#!/usr/bin/python3\nprint('hi')\n"), 0o644)).To(Succeed())
+		cmd := exec.CommandContext(ctx, self, "init", "--", "agent.py")
+		cmd.Env = append(os.Environ(), roleEnv+"=1", initproc.EnvRelayAddr+"=127.0.0.1:0", "PATH="+dir)
+		code, _, errOut := run(cmd)
+		Expect(code).To(Equal(initproc.ExitCannotExecute), errOut)
+		Expect(errOut).To(ContainSubstring(`cannot start agent: "agent.py" is not executable (mode -rw-r--r--): chmod +x it when you build the image, or run it through its interpreter (command: [/usr/bin/python3, agent.py]) (found in PATH at ` + filepath.Join(dir, "agent.py") + ")"))
+	})
 
 	It("exits 125 without starting the agent when the relay address is taken", func() {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")

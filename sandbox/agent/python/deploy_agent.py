@@ -134,7 +134,7 @@ def main():
     cp = c.resume()
     state = cp.get("state") or {}
     step = cp.get("step", 0)
-    print("attempt %d: starting after step %d of 5" % (info["attempt"], step), flush=True)
+    print("attempt %d: starting after step %d of 5" % (info["attempt"], step))
     if step:
         c.event("progress", "resumed after step %d" % step)
     api = state.setdefault("api", {})
@@ -157,11 +157,11 @@ def main():
             act(c, api, "cloud.set_dns", {"host": a["host"], "target": state["endpoint"]})
             state["dns"] = a["host"]
         c.checkpoint(nxt, state)
-        print("step %d done" % nxt, flush=True)
+        print("step %d done" % nxt)
         step = nxt
     c.done("success", "deployed %s behind %s" % (task["service"]["name"], task["dns"]),
            {"dns": task["dns"], "endpoint": state["endpoint"], "database_id": state["database_id"]})
-    print("deployment complete", flush=True)
+    print("deployment complete")
     return 0
 
 
@@ -169,5 +169,5 @@ if __name__ == "__main__":
     try:
         sys.exit(main())
     except Fenced:
-        print("fenced: a newer attempt owns the run", file=sys.stderr, flush=True)
+        print("fenced: a newer attempt owns the run", file=sys.stderr)
         sys.exit(3)

@@ -29,9 +29,11 @@ What it does for you:
   Interrupted are subclasses), with status, code and message.
 """
 
+import calendar
 import http.client
 import json
 import os
+import re
 import socket
 import time
 import urllib.parse
@@ -116,7 +118,12 @@ class Client:
 
     def _call(self, method, path, body=None, dial_only=False):
         status, headers, data = self._request(method, path, body, dial_only)
-        doc = json.loads(data) if data else {}
+        try:
+            doc = json.loads(data) if data else {}
+        except ValueError:
+            if status < 300:
+                raise
+            doc = {}  # an error body that is not JSON: its text is the message
         if status >= 300:
             err = doc.get("error", {}) if isinstance(doc, dict) else {}
             cls = _BY_CODE.get(err.get("code"), GatewayError)
@@ -163,11 +170,14 @@ class Client:
         return self._call("GET", "/v1/clock")["now"]
 
     def sleep(self, seconds):
-        """POST /v1/sleep: moves the virtual clock forward at once. A fault
-        that cuts the sleep short (409 interrupted) is slept through."""
+        """Sleeps seconds of the run's virtual time: POST /v1/sleep {until},
+        the clock now plus seconds, which is safe to send again (a sleep
+        whose reply was lost is not slept twice). A fault that cuts the
+        sleep short (409 interrupted) is slept through."""
+        until = _format_time(_parse_time(self.clock()) + int(round(seconds * 1e9)))
         while True:
             try:
-                return self._call("POST", "/v1/sleep", {"seconds": seconds})["now"]
+                return self._call("POST", "/v1/sleep", {"until": until})["now"]
             except Interrupted:
                 continue
 
@@ -196,7 +206,9 @@ class Client:
         wait = 0.5
         for attempt in range(1, tries + 1):
             try:
-                status, headers, data = self._request("POST", "/v1/llm/chat/completions", request)
+                # dial_only: a connection lost after the request left comes
+                # back here, to this loop's back-off.
+                status, headers, data = self._request("POST", "/v1/llm/chat/completions", request, dial_only=True)
             except (OSError, http.client.HTTPException, ConnectionError) as e:
                 if attempt == tries:
                     raise ModelError(0, "connection", str(e))
@@ -205,7 +217,10 @@ class Client:
                 continue
             if status < 300:
                 return json.loads(data)
-            doc = json.loads(data) if data else {}
+            try:
+                doc = json.loads(data) if data else {}
+            except ValueError:
+                doc = {"error": {"message": data.decode(errors="replace")}}
             err = doc.get("error", {}) if isinstance(doc, dict) else {}
             e = ModelError(status, err.get("code") or err.get("type") or "error", err.get("message", ""), doc, headers)
             if headers.get("x-should-retry") == "false" or attempt == tries or (status < 500 and status != 429):
@@ -219,3 +234,26 @@ class Client:
             time.sleep(delay)
             wait = min(2 * wait, 8.0)
         raise AssertionError("unreachable")
+
+
+_RFC3339 = re.compile(r"^(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:\d\d)$")
+
+
+def _parse_time(text):
+    """An RFC 3339 time (the gateway's clock) as integer nanoseconds since
+    the epoch: exact, where a float would round the nanoseconds away."""
+    m = _RFC3339.match(text)
+    if not m:
+        raise ValueError("not an RFC 3339 time: %r" % text)
+    y, mo, d, h, mi, sec, frac, zone = m.groups()
+    t = calendar.timegm((int(y), int(mo), int(d), int(h), int(mi), int(sec)))
+    if zone != "Z":
+        sign = 1 if zone[0] == "+" else -1
+        t -= sign * (int(zone[1:3]) * 3600 + int(zone[4:6]) * 60)
+    return t * 1000000000 + int((frac or "0").ljust(9, "0"))
+
+
+def _format_time(ns):
+    """Integer nanoseconds since the epoch as RFC 3339 in UTC."""
+    secs, frac = divmod(ns, 1000000000)
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(secs)) + ".%09dZ" % frac
