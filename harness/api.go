@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sort"
 	"time"
 
@@ -67,25 +66,7 @@ func LoadScenario(nameOrPath string) (*scenarios.Scenario, error) {
 // ones the init binary serves. Errors name file:line:column and the shape
 // expected. Run checks every scenario it is given.
 func (h *Harness) Check(scen *scenarios.Scenario) error {
-	if scen == nil {
-		return errors.New("no scenario")
-	}
-	var errs scenarios.ErrorList
-	if def, ok := h.opts.Worlds.Definition(scen.World.Name); !ok {
-		errs = append(errs, scen.ErrorAt("/world", "world: unknown world %q (worlds: %v; see `overnight worlds`)", scen.World.Name, h.opts.Worlds.Names()))
-	} else if def.CheckTask != nil {
-		for _, p := range def.CheckTask(scen.World.Options, scen.TaskJSON()) {
-			errs = append(errs, scen.ErrorAt("/task"+p.Pointer, "task%s: %s", dotted(p.Pointer), p.Message))
-		}
-	}
-	if known := h.opts.BuiltinAgents; known != nil {
-		for name, a := range scen.AgentsByPointer() {
-			if a.Builtin != "" && !slices.Contains(known, a.Builtin) {
-				errs = append(errs, scen.ErrorAt(name+"/builtin", "%s.builtin: no built-in agent %q (built-in agents: %v)", dotted(name)[1:], a.Builtin, known))
-			}
-		}
-	}
-	return errs.Err()
+	return CheckScenario(scen, CheckOptions{Worlds: h.opts.Worlds, BuiltinAgents: h.opts.BuiltinAgents})
 }
 
 // dotted turns a JSON pointer (/service/name) into a dotted path (.service.name).

@@ -6,7 +6,7 @@ import (
 	"math"
 	"path"
 	"path/filepath"
-	"regexp"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,11 +19,11 @@ import (
 	"github.com/overnight-dev/overnight/scenarios/invariant"
 )
 
-// Key patterns, the same as the propertyNames of scenario.schema.json (which the builder checks
-// itself: see schemaSet.reportOne).
+// Key patterns: the propertyNames the spec declares (and so the schema), which the builder
+// checks itself, with the keys' positions (see schemaSet.reportOne).
 var (
-	envKeyPattern  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-	variantPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`)
+	envKeyPattern  = keyPattern(reflect.TypeFor[AgentFile](), "Env")
+	variantPattern = keyPattern(reflect.TypeFor[ScenarioFile](), "Agents")
 )
 
 // builder checks what the schema cannot say well and builds the Scenario. It reads the tree
@@ -55,7 +55,7 @@ func (b *builder) keyNode(ptr string) *yaml.Node {
 
 func (b *builder) errAt(ptr, format string, args ...any) {
 	n := b.node(ptr)
-	b.sink.add(n.Line, n.Column, format, args...)
+	b.sink.addAt(ptr, n.Line, n.Column, format, args...)
 }
 
 func (b *builder) build(root map[string]any) *Scenario {
@@ -82,7 +82,7 @@ func (b *builder) build(root map[string]any) *Scenario {
 		for name, v := range variants {
 			if !variantPattern.MatchString(name) {
 				key := b.keyNode("/agents/" + escapePointer(name))
-				b.sink.add(key.Line, key.Column, "agents: invalid variant name %q: must match %s", name, variantPattern)
+				b.sink.addAt("/agents", key.Line, key.Column, "agents: invalid variant name %q: must match %s", name, variantPattern)
 			}
 			if a, ok := v.(map[string]any); ok {
 				ptr := "/agents/" + escapePointer(name)
@@ -109,7 +109,7 @@ func (b *builder) build(root map[string]any) *Scenario {
 				var se *chaos.SpecError
 				if errors.As(err, &se) {
 					line, col := b.inside(b.node(ptr), se.Column()-1)
-					b.sink.add(line, col, "faults[%d]: invalid fault %q: %s", i, text, se.Msg)
+					b.sink.addAt(ptr, line, col, "faults[%d]: invalid fault %q: %s", i, text, se.Msg)
 				} else {
 					b.errAt(ptr, "faults[%d]: invalid fault %q: %v", i, text, err)
 				}
@@ -291,7 +291,7 @@ func (b *builder) agent(ptr, path string, a map[string]any) AgentSpec {
 	default:
 		for _, extra := range set[1:] {
 			k := b.keyNode(ptr + "/" + extra)
-			b.sink.add(k.Line, k.Column, "%s: %s and %s are both set; set exactly one of builtin, binary or image", path, set[0], extra)
+			b.sink.addAt(ptr, k.Line, k.Column, "%s: %s and %s are both set; set exactly one of builtin, binary or image", path, set[0], extra)
 		}
 	}
 	spec.Builtin, _ = a["builtin"].(string)
@@ -309,7 +309,7 @@ func (b *builder) agent(ptr, path string, a map[string]any) AgentSpec {
 	if command, ok := a["command"].([]any); ok && len(command) > 0 {
 		if spec.Image == "" {
 			k := b.keyNode(ptr + "/command")
-			b.sink.add(k.Line, k.Column, "%s.command: only an image agent has a command to replace (its ENTRYPOINT); a builtin or binary agent takes args", path)
+			b.sink.addAt(ptr+"/command", k.Line, k.Column, "%s.command: only an image agent has a command to replace (its ENTRYPOINT); a builtin or binary agent takes args", path)
 		}
 		for _, v := range command {
 			if s, ok := v.(string); ok {
@@ -320,14 +320,13 @@ func (b *builder) agent(ptr, path string, a map[string]any) AgentSpec {
 	if env, ok := a["env"].(map[string]any); ok && len(env) > 0 {
 		spec.Env = make(map[string]string, len(env))
 		for k, v := range env {
+			key := b.keyNode(ptr + "/env/" + escapePointer(k))
 			if !envKeyPattern.MatchString(k) {
-				key := b.keyNode(ptr + "/env/" + escapePointer(k))
-				b.sink.add(key.Line, key.Column, "%s.env: invalid key %q: must match %s", path, k, envKeyPattern)
+				b.sink.addAt(ptr+"/env", key.Line, key.Column, "%s.env: invalid key %q: must match %s", path, k, envKeyPattern)
 				continue
 			}
 			if strings.HasPrefix(k, "OVERNIGHT_") {
-				key := b.keyNode(ptr + "/env/" + escapePointer(k))
-				b.sink.add(key.Line, key.Column, "%s.env: %q uses the reserved prefix OVERNIGHT_ (the harness sets those variables)", path, k)
+				b.sink.addAt(ptr+"/env", key.Line, key.Column, "%s.env: %q uses the reserved prefix OVERNIGHT_ (the harness sets those variables)", path, k)
 				continue
 			}
 			if s, ok := v.(string); ok {
@@ -366,7 +365,7 @@ func (b *builder) duration(m map[string]any, ptr, path string) (time.Duration, b
 		var de *chaos.DurationError
 		if errors.As(err, &de) {
 			line, col := b.inside(b.node(ptr), utf8.RuneCountInString(text[:de.Offset]))
-			b.sink.add(line, col, "%s: %s", path, err)
+			b.sink.addAt(ptr, line, col, "%s: %s", path, err)
 		} else {
 			b.errAt(ptr, "%s: %v", path, err)
 		}

@@ -42,13 +42,19 @@
 // error an agent put in its message. "$$" at the start is a literal $. This package hands each
 // rule on as JSON (LLM.Rules) and does not import harness/llm; harness/llm.DecodeRules reads it.
 //
-// The structure is described by a JSON Schema (draft 2020-12, SchemaJSON) that editors can use;
+// The structure is described by a JSON Schema (draft 2020-12, SchemaJSON, scenario.schema.json)
+// that editors can use. It is generated from the Go types of the file as written (spec.go:
+// ScenarioFile and the types of its parts) by `go generate ./scenarios`, and a test fails when
+// the committed file is stale; Expected reads it to say what a value should look like.
 // Parse also checks what the schema does not: fault syntax, durations, one agent source, env
 // keys, duplicate keys, invariants, the LLM model spec ("replay:" is for the command line only),
 // one of reply or tool_calls per rule, the syntax of references and that each "$task" reference
 // names a path the task holds. Every problem is reported as file:line:column, and all
-// problems of a file are reported together (ErrorList). An optional field set to null (or left
-// empty, as in `faults:`) counts as absent. YAML anchors, aliases and merge keys (<<) work.
+// problems of a file are reported together (ErrorList), each with the JSON pointer of the value
+// it is about. Validate adds the checks of a caller that knows more (a harness: its worlds,
+// agents and fault kinds) and reports their problems in the same pass. An optional field set
+// to null (or left empty, as in `faults:`) counts as absent. YAML anchors, aliases and merge
+// keys (<<) work.
 //
 // Values handed on as JSON (task, world options) are converted consistently: mappings become
 // map[string]any (keys are the keys' text), sequences []any, integers that fit become int64, all

@@ -23,6 +23,12 @@ type Error struct {
 	Line   int
 	Column int
 	Msg    string // what is wrong, starting with the field's path when there is one
+	// Pointer is the JSON pointer (RFC 6901) of the value the problem is about, such as
+	// "/faults/2", "/limits/timeout" or, for a missing field, "/world/name"; for a problem of
+	// a mapping's keys (a duplicate, a name that does not match, two agent sources), the
+	// mapping's, such as "/agent/env"; "" for the document as a whole, or a problem of its
+	// text (not UTF-8, not YAML) that no value owns.
+	Pointer string
 }
 
 // Error implements error: "file:line:column: msg".
@@ -55,14 +61,35 @@ func (l ErrorList) Unwrap() []error {
 	return out
 }
 
+// Problems returns the positioned problems err holds — the *Error or ErrorList of Parse,
+// Validate or ErrorAt, possibly wrapped — and false when it holds none (a file that could not
+// be read, an unknown scenario).
+func Problems(err error) (ErrorList, bool) {
+	var list ErrorList
+	var one *Error
+	switch {
+	case errors.As(err, &list):
+		return list, true
+	case errors.As(err, &one):
+		return ErrorList{one}, true
+	}
+	return nil, false
+}
+
 // errorSink collects positioned errors for one file.
 type errorSink struct {
 	file string
 	errs ErrorList
 }
 
+// add reports a problem of the document as a whole, or of its text.
 func (s *errorSink) add(line, col int, format string, args ...any) {
-	s.errs = append(s.errs, &Error{File: s.file, Line: max(line, 1), Column: max(col, 1), Msg: fmt.Sprintf(format, args...)})
+	s.addAt("", line, col, format, args...)
+}
+
+// addAt reports a problem with the value at JSON pointer ptr, written at line:col.
+func (s *errorSink) addAt(ptr string, line, col int, format string, args ...any) {
+	s.errs = append(s.errs, &Error{File: s.file, Line: max(line, 1), Column: max(col, 1), Msg: fmt.Sprintf(format, args...), Pointer: ptr})
 }
 
 // result is nil, the single error, or the sorted, de-duplicated list.

@@ -106,7 +106,7 @@ func (b *builder) llmModel(spec string) bool {
 	const want = "want scripted, openai:MODEL, anthropic:MODEL or ollama:MODEL"
 	errAtChar := func(offset int, format string, args ...any) {
 		line, col := b.inside(b.node(ptr), utf8.RuneCountInString(spec[:offset]))
-		b.sink.add(line, col, format, args...)
+		b.sink.addAt(ptr, line, col, format, args...)
 	}
 	provider, model, hasModel := strings.Cut(spec, ":")
 	switch {
@@ -159,7 +159,7 @@ func (b *builder) llmRule(ptr, path string, rule map[string]any) {
 		if r := b.keyNode(ptr + "/reply"); r.Line > k.Line || r.Line == k.Line && r.Column > k.Column {
 			k = r
 		}
-		b.sink.add(k.Line, k.Column, "%s: reply and tool_calls are both set; set exactly one", path)
+		b.sink.addAt(ptr, k.Line, k.Column, "%s: reply and tool_calls are both set; set exactly one", path)
 	}
 	calls, _ := rule["tool_calls"].([]any)
 	for j, c := range calls {
@@ -253,7 +253,7 @@ func (b *builder) taskReference(ptr, path, ref string, segs []string, offset int
 			at += len(s) + 1
 		}
 		line, col := b.inside(b.node(ptr), utf8.RuneCountInString(ref[:at]))
-		b.sink.add(line, col, "%s: %q: "+format, append([]any{path, ref}, args...)...)
+		b.sink.addAt(ptr, line, col, "%s: %q: "+format, append([]any{path, ref}, args...)...)
 	}
 	for i, seg := range segs {
 		where := "$" + refTask

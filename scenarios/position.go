@@ -26,7 +26,7 @@ func (t *tree) positions() map[string]position {
 // after Parse (a world judging the task, a harness knowing its agents) use
 // it to report file:line:column.
 func (s *Scenario) ErrorAt(pointer, format string, args ...any) *Error {
-	e := &Error{File: s.Source, Line: 1, Column: 1, Msg: fmt.Sprintf(format, args...)}
+	e := &Error{File: s.Source, Line: 1, Column: 1, Msg: fmt.Sprintf(format, args...), Pointer: pointer}
 	for p := pointer; ; {
 		if pos, ok := s.positions[p]; ok {
 			e.Line, e.Column = max(pos.line, 1), max(pos.column, 1)
@@ -70,10 +70,10 @@ func (s *Scenario) AgentsByPointer() map[string]AgentSpec {
 const GoPrefix = "go:"
 
 // FromValue makes a scenario of Go values: v is what a scenario file would
-// hold — a map[string]any, or a struct with yaml tags — and is checked as
-// Parse checks a file (errors are positioned in its YAML form). Its Source
-// is "go:" + the scenario's name; a relative binary path is relative to the
-// working directory.
+// hold — a ScenarioFile (spec.go), a map[string]any, or another struct with
+// yaml tags — and is checked as Parse checks a file (errors are positioned
+// in its YAML form). Its Source is "go:" + the scenario's name; a relative
+// binary path is relative to the working directory.
 func FromValue(v any) (*Scenario, error) {
 	data, err := yaml.Marshal(v)
 	if err != nil {

@@ -143,6 +143,17 @@ type GateRule struct {
 // mapping; values are JSON-compatible, no duplicate keys; apiVersion; the JSON Schema
 // (SchemaJSON); then faults, durations, agents, env keys, invariants, the llm block and seed.
 func Parse(file string, data []byte) (*Scenario, error) {
+	sc, err := parse(file, data)
+	if err != nil {
+		return nil, err
+	}
+	return sc, nil
+}
+
+// parse is Parse, but it also returns what it could read of a file with problems: a scenario
+// that may be incomplete, never to be run (see Validate). It is nil when there is nothing to
+// read: the text is not a YAML mapping, or it is of another apiVersion.
+func parse(file string, data []byte) (*Scenario, error) {
 	if file == "" {
 		file = "<scenario>"
 	}
@@ -154,23 +165,30 @@ func Parse(file string, data []byte) (*Scenario, error) {
 	root, _ := t.root.(map[string]any)
 	if v, ok := root["apiVersion"].(string); ok && v != APIVersion {
 		n := t.at["/apiVersion"].value
-		sink.add(n.Line, n.Column, "apiVersion: unsupported version %q; this overnight reads %s", v, APIVersion)
+		sink.addAt("/apiVersion", n.Line, n.Column, "apiVersion: unsupported version %q; this overnight reads %s", v, APIVersion)
 		return nil, sink.result()
 	}
 	validateSchema(t, sink)
 	b := builder{file: file, data: data, t: t, sink: sink}
 	sc := b.build(root)
-	if err := sink.result(); err != nil {
-		return nil, err
-	}
 	sc.Source = file
 	sc.Raw = bytes.Clone(data)
 	sc.positions = t.positions()
-	return sc, nil
+	return sc, sink.result()
 }
 
 // Load reads and parses the scenario file at path.
 func Load(path string) (*Scenario, error) {
+	data, err := readFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return Parse(path, data)
+}
+
+// readFile reads the scenario file at path, up to one byte more than MaxFileSize (which Parse
+// then refuses).
+func readFile(path string) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
@@ -183,7 +201,7 @@ func Load(path string) (*Scenario, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load scenario %s: %w", path, err)
 	}
-	return Parse(path, data)
+	return data, nil
 }
 
 // BuiltinMap is a convenient source of built-in scenarios for Resolve, a map from name to
@@ -214,22 +232,33 @@ func (m BuiltinMap) Names() []string {
 // scenarios/builtin. When neither a file nor a built-in exists, the error wraps
 // ErrUnknownScenario and lists builtinNames.
 func Resolve(nameOrPath string, builtin func(name string) ([]byte, bool), builtinNames []string) (*Scenario, error) {
+	file, data, err := locate(nameOrPath, builtin, builtinNames)
+	if err != nil {
+		return nil, err
+	}
+	return Parse(file, data)
+}
+
+// locate finds what Resolve parses: the file name for messages, and its bytes.
+func locate(nameOrPath string, builtin func(name string) ([]byte, bool), builtinNames []string) (string, []byte, error) {
 	if nameOrPath == "" {
-		return nil, &unknownScenarioError{msg: "no scenario given: name a built-in scenario or a scenario file" + builtinList(builtinNames)}
+		return "", nil, &unknownScenarioError{msg: "no scenario given: name a built-in scenario or a scenario file" + builtinList(builtinNames)}
 	}
 	ext := strings.ToLower(filepath.Ext(nameOrPath))
-	if strings.ContainsRune(nameOrPath, '/') || strings.ContainsRune(nameOrPath, filepath.Separator) || ext == ".yaml" || ext == ".yml" {
-		return Load(nameOrPath)
-	}
+	isFile := strings.ContainsRune(nameOrPath, '/') || strings.ContainsRune(nameOrPath, filepath.Separator) || ext == ".yaml" || ext == ".yml"
 	if fi, err := os.Stat(nameOrPath); err == nil && fi.Mode().IsRegular() {
-		return Load(nameOrPath)
+		isFile = true
+	}
+	if isFile {
+		data, err := readFile(nameOrPath)
+		return nameOrPath, data, err
 	}
 	if builtin != nil {
 		if data, ok := builtin(nameOrPath); ok {
-			return Parse(BuiltinPrefix+nameOrPath, data)
+			return BuiltinPrefix + nameOrPath, data, nil
 		}
 	}
-	return nil, &unknownScenarioError{msg: fmt.Sprintf("no built-in scenario %q and no file %q", nameOrPath, nameOrPath) + builtinList(builtinNames)}
+	return "", nil, &unknownScenarioError{msg: fmt.Sprintf("no built-in scenario %q and no file %q", nameOrPath, nameOrPath) + builtinList(builtinNames)}
 }
 
 func builtinList(names []string) string {

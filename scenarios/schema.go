@@ -18,11 +18,11 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
+// scenario.schema.json is generated from the types of spec.go; a test fails when it is stale.
+//go:generate go run ./internal/schemagen/cmd/schemagen -o scenario.schema.json
+
 //go:embed scenario.schema.json
 var schemaJSON []byte
-
-// schemaURL is the $id of the embedded schema.
-const schemaURL = "https://overnight.dev/schemas/scenario/v1.json"
 
 // SchemaJSON returns the JSON Schema (draft 2020-12) of apiVersion overnight/v1 scenario files,
 // for editors and documentation. It describes structure and types; Parse checks more.
@@ -30,22 +30,23 @@ func SchemaJSON() []byte { return bytes.Clone(schemaJSON) }
 
 // compiledSchema is the schema compiled once, and its raw form for looking up property names.
 var compiledSchema = sync.OnceValue(func() *schemaSet {
+	var doc map[string]any
+	if err := json.Unmarshal(schemaJSON, &doc); err != nil {
+		panic(fmt.Sprintf("scenarios: embedded scenario.schema.json is not a JSON object: %v", err))
+	}
 	raw, err := jsonschema.UnmarshalJSON(bytes.NewReader(schemaJSON))
 	if err != nil {
 		panic(fmt.Sprintf("scenarios: embedded scenario.schema.json is not JSON: %v", err))
 	}
+	id, _ := doc["$id"].(string) // https://overnight.dev/schemas/scenario/v1.json (schemagen.ID)
 	c := jsonschema.NewCompiler()
 	c.DefaultDraft(jsonschema.Draft2020)
-	if err := c.AddResource(schemaURL, raw); err != nil {
+	if err := c.AddResource(id, raw); err != nil {
 		panic(fmt.Sprintf("scenarios: embedded scenario.schema.json: %v", err))
 	}
-	sch, err := c.Compile(schemaURL)
+	sch, err := c.Compile(id)
 	if err != nil {
 		panic(fmt.Sprintf("scenarios: embedded scenario.schema.json does not compile: %v", err))
-	}
-	var doc map[string]any
-	if err := json.Unmarshal(schemaJSON, &doc); err != nil {
-		panic(fmt.Sprintf("scenarios: embedded scenario.schema.json is not a JSON object: %v", err))
 	}
 	return &schemaSet{schema: sch, doc: doc}
 })
@@ -99,7 +100,8 @@ func (s *schemaSet) reportOne(t *tree, e *jsonschema.ValidationError, sink *erro
 	switch k := e.ErrorKind.(type) {
 	case *kind.Required:
 		for _, m := range k.Missing {
-			sink.add(line, col, "%smissing required field %q", name, m)
+			// At the mapping, which is what is written; about the member, which is what is wanted.
+			sink.addAt(ptr+"/"+escapePointer(m), line, col, "%smissing required field %q", name, m)
 		}
 	case *kind.AdditionalProperties:
 		allowed := s.properties(e.SchemaURL)
@@ -116,7 +118,7 @@ func (s *schemaSet) reportOne(t *tree, e *jsonschema.ValidationError, sink *erro
 			if len(allowed) > 0 {
 				msg += "; allowed: " + strings.Join(allowed, ", ")
 			}
-			sink.add(l, c, "%s", msg)
+			sink.addAt(ptr+"/"+escapePointer(p), l, c, "%s", msg)
 		}
 	case *kind.PropertyNames:
 		// jsonschema v6.0.3 does not copy the instance location of a propertyNames failure
@@ -132,35 +134,35 @@ func (s *schemaSet) reportOne(t *tree, e *jsonschema.ValidationError, sink *erro
 		case slices.Contains(k.Want, "string") && (k.Got == "number" || k.Got == "integer" || k.Got == "boolean"):
 			msg += fmt.Sprintf(" (quote it to make it text: %q)", loc.value.Value)
 		}
-		sink.add(line, col, "%s", msg)
+		sink.addAt(ptr, line, col, "%s", msg)
 	case *kind.Const:
-		sink.add(line, col, "%sgot %s, want %s", name, display(k.Got), display(k.Want))
+		sink.addAt(ptr, line, col, "%sgot %s, want %s", name, display(k.Got), display(k.Want))
 	case *kind.Enum:
 		want := make([]string, len(k.Want))
 		for i, w := range k.Want {
 			want[i] = display(w)
 		}
-		sink.add(line, col, "%sgot %s, want one of %s", name, display(k.Got), strings.Join(want, ", "))
+		sink.addAt(ptr, line, col, "%sgot %s, want one of %s", name, display(k.Got), strings.Join(want, ", "))
 	case *kind.Pattern:
-		sink.add(line, col, "%s%q does not match %s", name, k.Got, k.Want)
+		sink.addAt(ptr, line, col, "%s%q does not match %s", name, k.Got, k.Want)
 	case *kind.MinLength:
-		sink.add(line, col, "%smust not be empty", name)
+		sink.addAt(ptr, line, col, "%smust not be empty", name)
 	case *kind.MaxLength:
-		sink.add(line, col, "%s%d characters is too long (at most %d)", name, k.Got, k.Want)
+		sink.addAt(ptr, line, col, "%s%d characters is too long (at most %d)", name, k.Got, k.Want)
 	case *kind.Minimum:
-		sink.add(line, col, "%s%s is too small (at least %s)", name, k.Got.RatString(), k.Want.RatString())
+		sink.addAt(ptr, line, col, "%s%s is too small (at least %s)", name, k.Got.RatString(), k.Want.RatString())
 	case *kind.Maximum:
-		sink.add(line, col, "%s%s is too large (at most %s)", name, k.Got.RatString(), k.Want.RatString())
+		sink.addAt(ptr, line, col, "%s%s is too large (at most %s)", name, k.Got.RatString(), k.Want.RatString())
 	case *kind.ExclusiveMinimum:
-		sink.add(line, col, "%s%s is too small (it must be greater than %s)", name, ratText(k.Got), ratText(k.Want))
+		sink.addAt(ptr, line, col, "%s%s is too small (it must be greater than %s)", name, ratText(k.Got), ratText(k.Want))
 	case *kind.MinItems:
-		sink.add(line, col, "%sa list of %d is too short (at least %d)", name, k.Got, k.Want)
+		sink.addAt(ptr, line, col, "%sa list of %d is too short (at least %d)", name, k.Got, k.Want)
 	default:
 		msg := e.Error()
 		if i := strings.Index(msg, ": "); i >= 0 {
 			msg = msg[i+2:]
 		}
-		sink.add(line, col, "%s%s", name, msg)
+		sink.addAt(ptr, line, col, "%s%s", name, msg)
 	}
 }
 

@@ -263,7 +263,7 @@ type converter struct {
 }
 
 func (c *converter) fail(n *yaml.Node, ptr string, format string, args ...any) (any, bool) {
-	c.sink.add(n.Line, n.Column, format, args...)
+	c.sink.addAt(ptr, n.Line, n.Column, format, args...)
 	c.t.poisoned = append(c.t.poisoned, ptr)
 	return nil, false
 }
@@ -332,19 +332,19 @@ func (c *converter) mapping(n *yaml.Node, ptr, path string, depth int) (any, boo
 		k, v := n.Content[i], n.Content[i+1]
 		if k.Kind == yaml.ScalarNode && k.ShortTag() == "!!merge" {
 			if prev := seen["<<"]; prev != nil {
-				c.sink.add(k.Line, k.Column, "%smerge key << already used at line %d column %d; merge several mappings with << [*a, *b]", at(path), prev.Line, prev.Column)
+				c.sink.addAt(ptr, k.Line, k.Column, "%smerge key << already used at line %d column %d; merge several mappings with << [*a, *b]", at(path), prev.Line, prev.Column)
 				continue
 			}
 			seen["<<"] = k
 			merges = append(merges, v)
 			continue
 		}
-		key, ok := c.key(k, path)
+		key, ok := c.key(k, ptr, path)
 		if !ok {
 			continue
 		}
 		if prev := seen[key]; prev != nil {
-			c.sink.add(k.Line, k.Column, "%sduplicate key %q (first defined at line %d column %d)", at(path), key, prev.Line, prev.Column)
+			c.sink.addAt(ptr, k.Line, k.Column, "%sduplicate key %q (first defined at line %d column %d)", at(path), key, prev.Line, prev.Column)
 			continue
 		}
 		seen[key] = k
@@ -358,7 +358,7 @@ func (c *converter) mapping(n *yaml.Node, ptr, path string, depth int) (any, boo
 		for i := len(sources) - 1; i >= 0; i-- {
 			src := sources[i]
 			if deref(src).Kind != yaml.MappingNode {
-				c.sink.add(src.Line, src.Column, "%s<< merges a mapping or a list of mappings, not %s", at(path), describeNode(deref(src)))
+				c.sink.addAt(ptr, src.Line, src.Column, "%s<< merges a mapping or a list of mappings, not %s", at(path), describeNode(deref(src)))
 				continue
 			}
 			v, ok := c.value(src, ptr, path, depth+1)
@@ -387,10 +387,10 @@ func deref(n *yaml.Node) *yaml.Node {
 }
 
 // key returns a mapping key as a string; JSON keys are strings, so a key must be a scalar.
-func (c *converter) key(k *yaml.Node, path string) (string, bool) {
+func (c *converter) key(k *yaml.Node, ptr, path string) (string, bool) {
 	target := deref(k)
 	if target.Kind != yaml.ScalarNode {
-		c.sink.add(k.Line, k.Column, "%sa key must be a plain value such as a name, not %s", at(path), describeNode(target))
+		c.sink.addAt(ptr, k.Line, k.Column, "%sa key must be a plain value such as a name, not %s", at(path), describeNode(target))
 		return "", false
 	}
 	return target.Value, true

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/overnight-dev/overnight/chaos"
 	"github.com/overnight-dev/overnight/harness"
@@ -172,7 +173,7 @@ Exit codes: 0 pass, 1 fail, 2 unknown, 3 error.`,
 		g.logger().Debug("overnight", "version", root.Version, "gomaxprocs", runtime.GOMAXPROCS(0), "command", cmd.Name())
 	}
 	root.AddCommand(runCmd(g), shrinkCmd(g), resumeCmd(g), runsCmd(g), logsCmd(g), gcCmd(g), faultsCmd(g), scenariosCmd(g), worldsCmd(g),
-		reflectCmd(g), gateCmd(g), decideCmd(g, true), decideCmd(g, false))
+		reflectCmd(g), gateCmd(g), decideCmd(g, true), decideCmd(g, false), validateCmd(g), schemaCmd(g), suiteCmd(g))
 
 	cmd, err := root.ExecuteC()
 	if err == nil {
@@ -273,19 +274,81 @@ func resolveScenario(arg string) (*scenarios.Scenario, error) {
 	return scen, nil
 }
 
+// runFlags are the flags every run of `run` and `suite` takes: the fault
+// schedule (--fault or --chaos random), the model, the limits and the
+// lessons.
+type runFlags struct {
+	faultTexts  []string
+	chaosMode   string
+	chaosCount  int
+	llmSpec     string
+	timeout     time.Duration
+	maxAttempts int
+	lessons     string
+}
+
+func (rf *runFlags) register(f *pflag.FlagSet, lessons, lessonsHelp string) {
+	f.StringArrayVarP(&rf.faultTexts, "fault", "f", nil, "fault KIND[:ARG]@TRIGGER[/DURATION], repeatable; replaces the scenario's list (catalog: overnight faults)")
+	f.StringVar(&rf.chaosMode, "chaos", "", "random: draw the schedule from the seed (kinds the run can reach, never harness-crash); replaces the scenario's faults")
+	f.IntVar(&rf.chaosCount, "chaos-faults", 5, "how many faults --chaos random draws")
+	f.StringVar(&rf.llmSpec, "llm", "", "the model behind the gateway's LLM endpoint: scripted (the test double), openai:MODEL, anthropic:MODEL, ollama:MODEL, replay:RUN (default: the scenario's llm.model)")
+	f.DurationVar(&rf.timeout, "timeout", 0, "wall-clock limit (default: the scenario's)")
+	f.IntVar(&rf.maxAttempts, "max-attempts", 0, "attempts before the run fails as a crash loop (default: the scenario's)")
+	f.StringVar(&rf.lessons, "lessons", lessons, lessonsHelp)
+}
+
+// schedule checks the flags and returns the fault list (nil: each
+// scenario's own; empty: none) and how many faults --chaos random draws;
+// others counts the schedule's other sources already given
+// (--replay-faults).
+func (rf *runFlags) schedule(cmd *cobra.Command, others int) (texts []string, specs []chaos.Spec, random int, err error) {
+	if rf.lessons != reflect.LessonsMemory && rf.lessons != reflect.LessonsNone {
+		return nil, nil, 0, usagef("--lessons %q: want %s or %s", rf.lessons, reflect.LessonsMemory, reflect.LessonsNone)
+	}
+	sources := others
+	if cmd.Flags().Changed("fault") {
+		sources++
+		texts, specs = []string{}, []chaos.Spec{}
+		for _, t := range rf.faultTexts {
+			if t == "" {
+				continue // --fault '' : explicitly no faults
+			}
+			s, err := chaos.ParseSpec(t)
+			if err != nil {
+				return nil, nil, 0, usagef("--fault: %w", err)
+			}
+			texts, specs = append(texts, s.String()), append(specs, s)
+		}
+	}
+	if rf.chaosMode != "" {
+		sources++
+		if rf.chaosMode != "random" {
+			return nil, nil, 0, usagef("--chaos %q: the only mode is random", rf.chaosMode)
+		}
+		if rf.chaosCount < 1 || rf.chaosCount > 100 {
+			return nil, nil, 0, usagef("--chaos-faults %d: want 1..100", rf.chaosCount)
+		}
+		random = rf.chaosCount
+	}
+	if sources > 1 {
+		return nil, nil, 0, usagef("--fault, --chaos and --replay-faults each give the whole schedule: use one")
+	}
+	if rf.timeout < 0 {
+		return nil, nil, 0, usagef("--timeout %s: want a positive duration", rf.timeout)
+	}
+	if rf.maxAttempts < 0 {
+		return nil, nil, 0, usagef("--max-attempts %d: want at least 1", rf.maxAttempts)
+	}
+	return texts, specs, random, nil
+}
+
 func runCmd(g *globals) *cobra.Command {
 	var (
-		seed        int64
-		faultTexts  []string
-		agentName   string
-		output      string
-		timeout     time.Duration
-		maxAttempts int
-		chaosMode   string
-		chaosCount  int
-		replay      string
-		llmSpec     string
-		lessons     string
+		seed      int64
+		agentName string
+		output    string
+		replay    string
+		rf        runFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "run SCENARIO",
@@ -304,51 +367,19 @@ func runCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return &codeError{exitError, err}
 			}
-			if lessons != reflect.LessonsMemory && lessons != reflect.LessonsNone {
-				return usagef("--lessons %q: want %s or %s", lessons, reflect.LessonsMemory, reflect.LessonsNone)
+			others := 0
+			if replay != "" {
+				others++
 			}
-			req := harness.RunRequest{Scenario: scen, Agent: agentName, Timeout: timeout, MaxAttempts: maxAttempts, LLM: llmSpec,
-				Extras: map[string]string{reflect.ExtraLessons: lessons}}
+			_, faults, random, err := rf.schedule(cmd, others)
+			if err != nil {
+				return err
+			}
+			req := harness.RunRequest{Scenario: scen, Agent: agentName, Timeout: rf.timeout, MaxAttempts: rf.maxAttempts, LLM: rf.llmSpec,
+				Faults: faults, RandomFaults: random, ReplayFaults: replay,
+				Extras: map[string]string{reflect.ExtraLessons: rf.lessons}}
 			if cmd.Flags().Changed("seed") {
 				req.Seed = &seed
-			}
-			sources := 0
-			if cmd.Flags().Changed("fault") {
-				sources++
-				req.Faults = []chaos.Spec{}
-				for _, t := range faultTexts {
-					if t == "" {
-						continue // --fault '' : explicitly no faults
-					}
-					s, err := chaos.ParseSpec(t)
-					if err != nil {
-						return usagef("--fault: %w", err)
-					}
-					req.Faults = append(req.Faults, s)
-				}
-			}
-			if chaosMode != "" {
-				sources++
-				if chaosMode != "random" {
-					return usagef("--chaos %q: the only mode is random", chaosMode)
-				}
-				if chaosCount < 1 || chaosCount > 100 {
-					return usagef("--chaos-faults %d: want 1..100", chaosCount)
-				}
-				req.RandomFaults = chaosCount
-			}
-			if replay != "" {
-				sources++
-				req.ReplayFaults = replay
-			}
-			if sources > 1 {
-				return usagef("--fault, --chaos and --replay-faults each give the whole schedule: use one")
-			}
-			if timeout < 0 {
-				return usagef("--timeout %s: want a positive duration", timeout)
-			}
-			if maxAttempts < 0 {
-				return usagef("--max-attempts %d: want at least 1", maxAttempts)
 			}
 			ctx, stop := g.interruptible()
 			defer stop()
@@ -371,16 +402,10 @@ func runCmd(g *globals) *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.Int64Var(&seed, "seed", 0, "seed for every random choice; without it, the scenario's seed, else 1")
-	f.StringArrayVarP(&faultTexts, "fault", "f", nil, "fault KIND[:ARG]@TRIGGER[/DURATION], repeatable; replaces the scenario's list (catalog: overnight faults)")
-	f.StringVar(&chaosMode, "chaos", "", "random: draw the schedule from the seed (kinds the run can reach, never harness-crash); replaces the scenario's faults")
-	f.IntVar(&chaosCount, "chaos-faults", 5, "how many faults --chaos random draws")
+	rf.register(f, reflect.LessonsMemory, "lessons a scenario with reflection hands its agent: memory (those kept from earlier runs of the scenario and agent, and this run's) or none (this run's only)")
 	f.StringVar(&replay, "replay-faults", "", "re-apply the fault log of an earlier run exactly, instead of drawing again")
 	f.StringVar(&agentName, "agent", "", "agent variant from the scenario's agents (default: its agent)")
-	f.StringVar(&lessons, "lessons", reflect.LessonsMemory, "lessons a scenario with reflection hands its agent: memory (those kept from earlier runs of the scenario and agent, and this run's) or none (this run's only)")
-	f.StringVar(&llmSpec, "llm", "", "the model behind the gateway's LLM endpoint: scripted (the test double), openai:MODEL, anthropic:MODEL, ollama:MODEL, replay:RUN (default: the scenario's llm.model)")
 	outputFlag(cmd, &output)
-	f.DurationVar(&timeout, "timeout", 0, "wall-clock limit (default: the scenario's)")
-	f.IntVar(&maxAttempts, "max-attempts", 0, "attempts before the run fails as a crash loop (default: the scenario's)")
 	return cmd
 }
 

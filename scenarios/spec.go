@@ -1,0 +1,230 @@
+package scenarios
+
+import (
+	"reflect"
+	"regexp"
+	"strings"
+)
+
+// The file format as written: one Go type per mapping of a scenario file, one field per key.
+// These types are the single source of the JSON Schema (scenario.schema.json, SchemaJSON):
+// `go generate ./scenarios` reflects them into it (scenarios/internal/schemagen), and a test
+// fails when the committed schema differs from what they produce. Parse does not decode into
+// them — it validates the YAML tree against the schema, so that every error keeps its
+// file:line:column, and then checks the rest — but FromValue takes a ScenarioFile.
+//
+// What the schema says comes from each field's tags and doc comment:
+//   - json: the key; the yaml tag is the same, for FromValue.
+//   - the field's doc comment: the key's description, shown by editors.
+//   - jsonschema (github.com/invopop/jsonschema's vocabulary): required, nullable (the key
+//     may be written empty, as in `faults:`, and then counts as absent), pattern,
+//     minLength, maxLength, minimum, maximum, exclusiveMinimum, minItems, maxItems, enum.
+//   - jsonschema_extras: keywords the generator adds or rewrites itself —
+//     const=VALUE (the only value allowed), propertyNames=PATTERN (for a mapping's keys,
+//     which the loader checks as well: see keyPattern), and shorthand=FIELD (the mapping
+//     may also be written as the value of that one field alone, as `world: cloud`).
+
+// ScenarioFile is a scenario file (apiVersion overnight/v1, kind Scenario) as written. The
+// package doc shows one.
+type ScenarioFile struct {
+	// Version of this file format: overnight/v1.
+	APIVersion string `json:"apiVersion" yaml:"apiVersion" jsonschema:"required" jsonschema_extras:"const=overnight/v1"`
+	// Always Scenario.
+	Kind string `json:"kind" yaml:"kind" jsonschema:"required" jsonschema_extras:"const=Scenario"`
+	// Scenario name: lowercase letters, digits and '-', starting with a letter or digit.
+	Name string `json:"name" yaml:"name" jsonschema:"required,pattern=^[a-z0-9][a-z0-9-]*$,maxLength=63"`
+	// What the scenario exercises, for people (overnight scenarios prints it).
+	Description string `json:"description,omitempty" yaml:"description,omitempty" jsonschema:"nullable"`
+	// The simulated world: its name, or {name, options} (overnight worlds lists them).
+	World WorldFile `json:"world" yaml:"world" jsonschema:"required" jsonschema_extras:"shorthand=name"`
+	// The agent to run: exactly one of builtin, binary or image, with its command, args and env.
+	Agent AgentFile `json:"agent" yaml:"agent" jsonschema:"required"`
+	// Named agent variants, chosen with --agent NAME.
+	Agents map[string]AgentFile `json:"agents,omitempty" yaml:"agents,omitempty" jsonschema:"nullable" jsonschema_extras:"propertyNames=^[A-Za-z0-9][A-Za-z0-9_.-]*$"`
+	// Free-form task handed to the agent in GET /v1/run; the world's goal judges it (overnight worlds shows the shape each goal wants).
+	Task map[string]any `json:"task,omitempty" yaml:"task,omitempty" jsonschema:"nullable"`
+	// Fault specs, KIND[:ARG]@TRIGGER[/DURATION], such as kill@step:3 or netdrop@t:36h/2h (overnight faults lists the kinds).
+	Faults []string `json:"faults,omitempty" yaml:"faults,omitempty" jsonschema:"nullable"`
+	// Faults drawn from the run's seed: count of them, each of one of kinds, at a virtual time in [between[0], between[1]), lasting a duration in [duration[0], duration[1]] when the kind takes one.
+	Draws []DrawFile `json:"draws,omitempty" yaml:"draws,omitempty" jsonschema:"nullable"`
+	// The agent's sandbox. network: internal gives every attempt's container a per-run internal network (no route out) instead of none, which the disconnect fault can cut.
+	Sandbox *SandboxFile `json:"sandbox,omitempty" yaml:"sandbox,omitempty" jsonschema:"nullable"`
+	// What a run of this scenario can reach, for --chaos random: checkpoint steps, effects, LLM calls, virtual time.
+	Reach *ReachFile `json:"reach,omitempty" yaml:"reach,omitempty" jsonschema:"nullable"`
+	// Invariant names (overnight scenarios lists them; the loader checks them against its registry). Default: no-duplicate-effects, goal-reached, no-lost-progress.
+	Invariants []string `json:"invariants,omitempty" yaml:"invariants,omitempty" jsonschema:"nullable"`
+	// Limits of a run: wall-clock and virtual time, attempts, recovery and approval windows.
+	Limits *LimitsFile `json:"limits,omitempty" yaml:"limits,omitempty" jsonschema:"nullable"`
+	// Turns the reflection loop on: a failure is replayed in isolation, diagnosed, a lesson drawn and verified there before the agent may act again.
+	Reflect *ReflectFile `json:"reflect,omitempty" yaml:"reflect,omitempty" jsonschema:"nullable"`
+	// Gate policies of the effect path, in order: the first whose kinds (a glob on the effect kind) matches decides; an effect no rule matches is allowed.
+	Gate []GateRuleFile `json:"gate,omitempty" yaml:"gate,omitempty" jsonschema:"nullable"`
+	// Default seed of a run (int64); --seed overrides it, and without either the seed is 1.
+	Seed *int64 `json:"seed,omitempty" yaml:"seed,omitempty" jsonschema:"nullable"`
+	// The model behind the gateway's LLM endpoint: the default model, budgets, prices, and the rules of the scripted model (a deterministic test double).
+	LLM *LLMFile `json:"llm,omitempty" yaml:"llm,omitempty" jsonschema:"nullable"`
+}
+
+// WorldFile names the simulated world. A file may write it as the name alone (world: cloud).
+type WorldFile struct {
+	// The world's name.
+	Name string `json:"name" yaml:"name" jsonschema:"required,pattern=^[a-z0-9][a-z0-9-]*$"`
+	// Free-form options for the world (overnight worlds lists each world's).
+	Options map[string]any `json:"options,omitempty" yaml:"options,omitempty" jsonschema:"nullable"`
+}
+
+// AgentFile is an agent as written: the default agent, or a variant. Exactly one of Builtin,
+// Binary and Image is set (the loader checks that, not the schema).
+type AgentFile struct {
+	// An example agent built into the overnight binary (deployer, maintainer, ...).
+	Builtin string `json:"builtin,omitempty" yaml:"builtin,omitempty" jsonschema:"pattern=^[a-z0-9][a-z0-9-]*$"`
+	// A static linux/amd64 binary; a relative path resolves against the scenario file's directory.
+	Binary string `json:"binary,omitempty" yaml:"binary,omitempty" jsonschema:"minLength=1"`
+	// An image already on the engine.
+	Image string `json:"image,omitempty" yaml:"image,omitempty" jsonschema:"pattern=^[^\\s]+$"`
+	// An image agent's command: replaces the image's ENTRYPOINT (as in Kubernetes and Compose).
+	Command []string `json:"command,omitempty" yaml:"command,omitempty" jsonschema:"nullable"`
+	// The agent's arguments: for an image agent, they replace the image's CMD and follow its ENTRYPOINT (or command).
+	Args []string `json:"args,omitempty" yaml:"args,omitempty" jsonschema:"nullable"`
+	// Environment variables of the agent; OVERNIGHT_* is reserved for the harness.
+	Env map[string]string `json:"env,omitempty" yaml:"env,omitempty" jsonschema:"nullable" jsonschema_extras:"propertyNames=^[A-Za-z_][A-Za-z0-9_]*$"`
+}
+
+// DrawFile is one entry of draws: faults drawn from the run's seed.
+type DrawFile struct {
+	// Fault kinds to draw from, each KIND[:ARG] (no trigger).
+	Kinds []string `json:"kinds" yaml:"kinds" jsonschema:"required,minItems=1"`
+	// How many faults to draw.
+	Count int `json:"count" yaml:"count" jsonschema:"required,minimum=1,maximum=100"`
+	// The virtual-time window [from, to) the faults fire in, such as [1d, 6d].
+	Between []string `json:"between" yaml:"between" jsonschema:"required,minItems=2,maxItems=2"`
+	// The range [shortest, longest] of a drawn fault's duration, for kinds that take one.
+	Duration []string `json:"duration,omitempty" yaml:"duration,omitempty" jsonschema:"minItems=2,maxItems=2"`
+}
+
+// SandboxFile says how the agent's sandbox differs from the hardened default.
+type SandboxFile struct {
+	// none (the default: no network at all) or internal (a per-run internal network with no route out, which the disconnect fault can cut).
+	Network string `json:"network,omitempty" yaml:"network,omitempty" jsonschema:"enum=none,enum=internal"`
+}
+
+// ReachFile says what a run can reach, for --chaos random.
+type ReachFile struct {
+	// Checkpoint steps a run reaches.
+	Steps int `json:"steps,omitempty" yaml:"steps,omitempty" jsonschema:"minimum=0"`
+	// Effects a run executes.
+	Effects int `json:"effects,omitempty" yaml:"effects,omitempty" jsonschema:"minimum=0"`
+	// LLM calls a run makes.
+	LLMCalls int `json:"llm_calls,omitempty" yaml:"llm_calls,omitempty" jsonschema:"minimum=0"`
+	// Virtual time a run lasts, such as 7d.
+	Virtual string `json:"virtual,omitempty" yaml:"virtual,omitempty"`
+}
+
+// LimitsFile bounds a run. Durations are Go durations plus d (24h): 90s, 5m, 36h, 30d.
+type LimitsFile struct {
+	// Wall-clock limit of a run, e.g. 2m (default 5m).
+	Timeout string `json:"timeout,omitempty" yaml:"timeout,omitempty"`
+	// Maximum number of attempts (default 10).
+	MaxAttempts int `json:"max_attempts,omitempty" yaml:"max_attempts,omitempty" jsonschema:"minimum=1,maximum=1000"`
+	// Virtual-time limit of a run, e.g. 30d (default 30d).
+	Horizon string `json:"horizon,omitempty" yaml:"horizon,omitempty"`
+	// Eventually-bound: the goal must be reached within this much virtual time after the last fault heals (default: by the end of the run).
+	Recovery string `json:"recovery,omitempty" yaml:"recovery,omitempty"`
+	// How long an effect held by an approve policy waits for a person, in real time (default 10m); then it is denied.
+	Approval string `json:"approval,omitempty" yaml:"approval,omitempty"`
+}
+
+// ReflectFile configures the reflection loop; an empty one (reflect: {}) turns it on with the defaults.
+type ReflectFile struct {
+	// Isolated replays of the failing attempt (default 3).
+	Replays int `json:"replays,omitempty" yaml:"replays,omitempty" jsonschema:"minimum=1,maximum=10"`
+	// Reflections a run may open (default 2).
+	Max int `json:"max,omitempty" yaml:"max,omitempty" jsonschema:"minimum=1,maximum=10"`
+}
+
+// GateRuleFile is one gate policy.
+type GateRuleFile struct {
+	// A glob on the effect kind, e.g. cloud.deploy_*.
+	Kinds string `json:"kinds" yaml:"kinds" jsonschema:"required,minLength=1"`
+	// allow; verify (guarded by reflection, which needs a reflect block); approve (held for a person); deny (never executed).
+	Policy string `json:"policy" yaml:"policy" jsonschema:"required,enum=allow,enum=verify,enum=approve,enum=deny"`
+}
+
+// LLMFile is the llm block.
+type LLMFile struct {
+	// Default model: scripted (the default), openai:MODEL, anthropic:MODEL or ollama:MODEL. --llm overrides it; replay:RUN-ID is for the command line only.
+	Model string `json:"model,omitempty" yaml:"model,omitempty" jsonschema:"minLength=1"`
+	// Limits of a run's LLM use; exceeding one ends the run with that reason. Leave a field out for no limit.
+	Budget *LLMBudgetFile `json:"budget,omitempty" yaml:"budget,omitempty" jsonschema:"nullable"`
+	// Prices in US dollars per 1000 tokens, overriding the model's price table.
+	Prices *LLMPricesFile `json:"prices,omitempty" yaml:"prices,omitempty" jsonschema:"nullable"`
+	// The scripted model's rules, tried in order: the first whose every condition of when holds answers, with reply or with tool_calls (exactly one).
+	Rules []LLMRuleFile `json:"rules,omitempty" yaml:"rules,omitempty" jsonschema:"nullable"`
+}
+
+// LLMBudgetFile bounds a run's LLM use.
+type LLMBudgetFile struct {
+	// Maximum chat completions.
+	Calls int `json:"calls,omitempty" yaml:"calls,omitempty" jsonschema:"minimum=1,maximum=1000000000"`
+	// Maximum prompt plus completion tokens.
+	Tokens int64 `json:"tokens,omitempty" yaml:"tokens,omitempty" jsonschema:"minimum=1,maximum=1000000000000"`
+	// Maximum cost in US dollars.
+	CostUSD float64 `json:"cost_usd,omitempty" yaml:"cost_usd,omitempty" jsonschema:"exclusiveMinimum=0,maximum=1000000"`
+}
+
+// LLMPricesFile are prices in US dollars per 1000 tokens.
+type LLMPricesFile struct {
+	// US dollars per 1000 prompt tokens.
+	PromptPer1K float64 `json:"prompt_per_1k" yaml:"prompt_per_1k" jsonschema:"required,minimum=0,maximum=1000"`
+	// US dollars per 1000 completion tokens.
+	CompletionPer1K float64 `json:"completion_per_1k" yaml:"completion_per_1k" jsonschema:"required,minimum=0,maximum=1000"`
+}
+
+// LLMRuleFile is one rule of the scripted model.
+type LLMRuleFile struct {
+	// Conditions on the request, all of which must hold; {} matches every request (a default rule: put it last).
+	When LLMWhenFile `json:"when" yaml:"when" jsonschema:"required"`
+	// A text answer (finish_reason stop).
+	Reply string `json:"reply,omitempty" yaml:"reply,omitempty" jsonschema:"minLength=1"`
+	// Tool calls to answer with, in order (finish_reason tool_calls).
+	ToolCalls []LLMToolCallFile `json:"tool_calls,omitempty" yaml:"tool_calls,omitempty" jsonschema:"minItems=1"`
+}
+
+// LLMWhenFile holds the conditions of a scripted rule.
+type LLMWhenFile struct {
+	// A substring of the last message's content (case-sensitive).
+	LastMessageContains string `json:"last_message_contains,omitempty" yaml:"last_message_contains,omitempty" jsonschema:"minLength=1"`
+	// The role of the last message.
+	LastRole string `json:"last_role,omitempty" yaml:"last_role,omitempty" jsonschema:"enum=system,enum=developer,enum=user,enum=assistant,enum=tool"`
+	// The request offers a tool of this name.
+	ToolOffered string `json:"tool_offered,omitempty" yaml:"tool_offered,omitempty" jsonschema:"minLength=1"`
+	// Substrings that must all appear in the request's messages (several conditions at once).
+	PromptContains []string `json:"prompt_contains,omitempty" yaml:"prompt_contains,omitempty" jsonschema:"minItems=1,minLength=1"`
+}
+
+// LLMToolCallFile is one tool call of a scripted answer.
+type LLMToolCallFile struct {
+	// The tool's name.
+	Name string `json:"name" yaml:"name" jsonschema:"required,minLength=1"`
+	// The call's arguments. A string "$task.path.to.field" is replaced by that field of the scenario's task ("$task" all of it); "$message.path.to.field" (or "$path.to.field", "$.path.to.field") by that field of the first JSON object in the last message ("$message" or "$." all of it); "$$" at the start is a literal $.
+	Arguments map[string]any `json:"arguments,omitempty" yaml:"arguments,omitempty" jsonschema:"nullable"`
+}
+
+// keyPattern compiles the propertyNames pattern that field of the spec type t declares in its
+// jsonschema_extras tag, for the builder to check keys with; it panics if there is none (a
+// mistake in this file).
+func keyPattern(t reflect.Type, field string) *regexp.Regexp {
+	f, ok := t.FieldByName(field)
+	if !ok {
+		panic("scenarios: spec type " + t.Name() + " has no field " + field)
+	}
+	// The tag's entries are separated by commas; a comma in a value is escaped as \, (the
+	// convention of github.com/invopop/jsonschema).
+	tag := strings.ReplaceAll(f.Tag.Get("jsonschema_extras"), `\,`, "\x00")
+	for _, entry := range strings.Split(tag, ",") {
+		if pattern, ok := strings.CutPrefix(entry, "propertyNames="); ok {
+			return regexp.MustCompile(strings.ReplaceAll(pattern, "\x00", ","))
+		}
+	}
+	panic("scenarios: spec field " + t.Name() + "." + field + " declares no propertyNames pattern")
+}
