@@ -230,6 +230,16 @@ func (h *Harness) Attempts(runID string) ([]AttemptRecord, error) {
 	return h.history.Attempts(runID)
 }
 
+// Full reads everything a report of a run shows (history.Full): its
+// history, reflections, gate decisions and each attempt's logs. A run
+// recorded as running that no process drives is shown interrupted.
+func (h *Harness) Full(ctx context.Context, runID string) (*history.Full, error) {
+	if _, err := h.runRecord(runID); err != nil {
+		return nil, err
+	}
+	return h.reads().Full(ctx, runID)
+}
+
 // Logs returns each attempt's stdout and stderr, kept before its container
 // was removed.
 func (h *Harness) Logs(runID string) ([]AttemptLog, error) {

@@ -14,6 +14,8 @@ import (
 	"path/filepath"
 	"sync"
 	"time"
+
+	"github.com/overnight-dev/overnight/harness/history"
 )
 
 // ControlSocketName is the control socket in a state dir. While a process
@@ -59,6 +61,30 @@ func (h *Harness) serveControl() *controlServer {
 	mux.HandleFunc("GET /v1/runs/{id}/logs", func(w http.ResponseWriter, r *http.Request) {
 		logs, err := h.Logs(r.PathValue("id"))
 		controlReply(w, map[string]any{"attempts": logs}, err)
+	})
+	mux.HandleFunc("GET /v1/runs/query", func(w http.ResponseWriter, r *http.Request) {
+		q, err := history.ParseRunQuery(r.URL.Query())
+		var page history.RunPage
+		if err == nil {
+			page, err = h.QueryRuns(r.Context(), q)
+		}
+		controlReply(w, page, err)
+	})
+	mux.HandleFunc("GET /v1/suites", func(w http.ResponseWriter, r *http.Request) {
+		suites, err := h.Suites(r.Context())
+		controlReply(w, map[string]any{"suites": suites}, err)
+	})
+	mux.HandleFunc("GET /v1/suites/{id}", func(w http.ResponseWriter, r *http.Request) {
+		suite, err := h.Suite(r.Context(), r.PathValue("id"))
+		controlReply(w, suite, err)
+	})
+	mux.HandleFunc("GET /v1/reflections", func(w http.ResponseWriter, r *http.Request) {
+		refls, err := h.Reflections(r.Context())
+		controlReply(w, map[string]any{"reflections": refls}, err)
+	})
+	mux.HandleFunc("GET /v1/runs/{id}/full", func(w http.ResponseWriter, r *http.Request) {
+		full, err := h.Full(r.Context(), r.PathValue("id"))
+		controlReply(w, full, err)
 	})
 	mux.HandleFunc("GET /v1/runs/{id}/gate", func(w http.ResponseWriter, r *http.Request) {
 		held, err := h.Held(r.Context(), r.PathValue("id"))
@@ -120,6 +146,8 @@ func controlReply(w http.ResponseWriter, v any, err error) {
 			e.Error.Code, status = "not_found", http.StatusNotFound
 		case errors.Is(err, ErrNotHeld):
 			e.Error.Code, status = "not_held", http.StatusNotFound
+		case errors.Is(err, history.ErrSuiteNotFound):
+			e.Error.Code, status = "suite_not_found", http.StatusNotFound
 		}
 		w.WriteHeader(status)
 		_ = json.NewEncoder(w).Encode(e)
@@ -181,6 +209,51 @@ func (rm *Remote) Logs(ctx context.Context, runID string) ([]AttemptLog, error) 
 	return out.Attempts, err
 }
 
+// QueryRuns answers a page of the runs, as (*Harness).QueryRuns does in
+// the owning process.
+func (rm *Remote) QueryRuns(ctx context.Context, q history.RunQuery) (history.RunPage, error) {
+	var page history.RunPage
+	err := rm.get(ctx, "/v1/runs/query?"+q.Values().Encode(), &page)
+	return page, err
+}
+
+// Suites lists the suites, as (*Harness).Suites does in the owning process.
+func (rm *Remote) Suites(ctx context.Context) ([]history.SuiteRecord, error) {
+	var out struct {
+		Suites []history.SuiteRecord `json:"suites"`
+	}
+	err := rm.get(ctx, "/v1/suites", &out)
+	return out.Suites, err
+}
+
+// Suite returns one suite's record, as (*Harness).Suite does in the owning
+// process.
+func (rm *Remote) Suite(ctx context.Context, id string) (history.SuiteRecord, error) {
+	var rec history.SuiteRecord
+	err := rm.get(ctx, "/v1/suites/"+url.PathEscape(id), &rec)
+	return rec, err
+}
+
+// Reflections lists every reflection of every run, as (*Harness).Reflections
+// does in the owning process.
+func (rm *Remote) Reflections(ctx context.Context) ([]history.RunReflection, error) {
+	var out struct {
+		Reflections []history.RunReflection `json:"reflections"`
+	}
+	err := rm.get(ctx, "/v1/reflections", &out)
+	return out.Reflections, err
+}
+
+// Full reads everything a report of a run shows, as (*Harness).Full does
+// in the owning process.
+func (rm *Remote) Full(ctx context.Context, runID string) (*history.Full, error) {
+	var out history.Full
+	if err := rm.get(ctx, "/v1/runs/"+url.PathEscape(runID)+"/full", &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
 // Held lists a run's effects waiting at its gate, as (*Harness).Held does
 // in the owning process.
 func (rm *Remote) Held(ctx context.Context, runID string) ([]HeldEffect, error) {
@@ -221,7 +294,7 @@ func (rm *Remote) send(ctx context.Context, method, path string, body []byte, v 
 	}
 	resp, err := rm.c.Do(req)
 	if err != nil {
-		return fmt.Errorf("ask the owner of %s: %w", rm.state, err)
+		return &wrapped{fmt.Sprintf("ask the owner of %s: %v", rm.state, err), errNoAnswer}
 	}
 	defer resp.Body.Close()
 	answer, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
@@ -236,6 +309,8 @@ func (rm *Remote) send(ctx context.Context, method, path string, body []byte, v 
 				return &wrapped{e.Error.Message, ErrRunNotFound}
 			case "not_held":
 				return &wrapped{e.Error.Message, ErrNotHeld}
+			case "suite_not_found":
+				return &wrapped{e.Error.Message, history.ErrSuiteNotFound}
 			}
 			return errors.New(e.Error.Message)
 		}
@@ -246,6 +321,11 @@ func (rm *Remote) send(ctx context.Context, method, path string, body []byte, v 
 	}
 	return nil
 }
+
+// errNoAnswer is matched by an error of a Remote whose process did not
+// answer at all (it exited, or is not there): a View then reads the
+// journal itself.
+var errNoAnswer = errors.New("the state dir's owner does not answer")
 
 // wrapped is an error with the owner's own message that matches a sentinel.
 type wrapped struct {

@@ -10,6 +10,8 @@ import (
 	"sort"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/overnight-dev/overnight/chaos"
 	"github.com/overnight-dev/overnight/harness/gateway"
 	"github.com/overnight-dev/overnight/harness/history"
@@ -138,8 +140,42 @@ func (h *Harness) image(ctx context.Context, spec sandbox.ImageSpec) (string, er
 	return img, nil
 }
 
+// reapEvery bounds how often runs of one process reap: one process owns a
+// state dir, so what dead runs left behind is there when it starts (and
+// the first run reaps it); later it can only be a container this process
+// lost track of. Reaping lists every container and volume of the state
+// dir and every run record: a suite of many short runs must not pay that
+// for each.
+const reapEvery = 30 * time.Second
+
+// reapDue reports whether a run about to be driven should reap first: the
+// first in this process, one resumed (its own orphan goes first), or when
+// the last reap is reapEvery old.
+func (h *Harness) reapDue(resumed bool) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !resumed && !h.reapedAt.IsZero() && time.Since(h.reapedAt) < reapEvery {
+		return false
+	}
+	h.reapedAt = time.Now()
+	return true
+}
+
 // drive runs a recorded run to its end: world, gateway, supervisor, verdict.
-func (h *Harness) drive(ctx context.Context, runID string, plan sandboxPlan) (*Result, error) {
+func (h *Harness) drive(ctx context.Context, runID string, plan sandboxPlan) (res *Result, err error) {
+	ctx, span := h.tracer().Start(ctx, SpanRun, trace.WithAttributes(AttrRunID.String(runID)))
+	defer func() {
+		if res != nil {
+			span.SetAttributes(AttrVerdict.String(res.Verdict), AttrReason.String(res.Reason))
+		}
+		endSpan(span, err)
+	}()
+	if rec, err := h.history.Run(runID); err == nil {
+		span.SetAttributes(AttrScenario.String(rec.Scenario), AttrSeed.Int64(rec.Seed), AttrAgent.String(rec.Agent))
+		if rec.Isolated != nil {
+			span.SetAttributes(AttrParent.String(rec.Isolated.Parent))
+		}
+	}
 	eng, err := h.engine(ctx)
 	if err != nil {
 		return nil, err
@@ -155,8 +191,13 @@ func (h *Harness) drive(ctx context.Context, runID string, plan sandboxPlan) (*R
 	// removed. (An isolated re-run starts while its parent, which reaped,
 	// is live: it has nothing of its own to reap.)
 	if rec, err := h.history.Run(runID); err != nil || rec.Isolated == nil || rec.Attempts > 0 {
-		if _, err := h.reap(ctx, eng); err != nil {
-			h.log.Warn("reap", "err", err)
+		if h.reapDue(err != nil || rec.Attempts > 0) {
+			if _, err := h.reap(ctx, eng); err != nil {
+				h.log.Warn("reap", "err", err)
+				h.mu.Lock()
+				h.reapedAt = time.Time{}
+				h.mu.Unlock()
+			}
 		}
 	}
 	h.mu.Lock()
@@ -252,7 +293,7 @@ func (h *Harness) drive(ctx context.Context, runID string, plan sandboxPlan) (*R
 	r.mu.Lock()
 	r.faults.healAll(ctx, true)
 	r.unlock()
-	res, err := r.finish(context.WithoutCancel(ctx), end)
+	res, err = r.finish(context.WithoutCancel(ctx), end)
 	if err != nil {
 		return nil, err
 	}

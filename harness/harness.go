@@ -43,6 +43,8 @@ import (
 	"syscall"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/overnight-dev/overnight/chaos"
 	"github.com/overnight-dev/overnight/harness/history"
 	"github.com/overnight-dev/overnight/harness/journal"
@@ -117,6 +119,12 @@ type Options struct {
 	// passes agents.Names() (scenarios/agents), which are the agents of
 	// every binary BuildInitBinary makes.
 	BuiltinAgents []string
+	// TracerProvider receives the harness's spans: runs, attempts,
+	// effects and LLM calls (see SpanRun). Default: the global provider
+	// (otel.GetTracerProvider()), a no-op unless the program set one; the
+	// overnight CLI sets one that exports over OTLP when the standard
+	// OTEL_EXPORTER_OTLP_* variables are set.
+	TracerProvider trace.TracerProvider
 	// Existing refuses to create the state dir: commands that only read
 	// runs (runs, logs, resume) say the dir is missing instead of making an
 	// empty one. Default false.
@@ -141,8 +149,13 @@ type Harness struct {
 	eng    *sandbox.Engine
 	live   map[string]bool
 	images map[imageKey]string // sandbox images made by this process (see image)
+	// reapedAt is when a run of this process last reaped (see reapDue).
+	reapedAt time.Time
 
 	control *controlServer // the state dir's control socket (nil: none)
+	// index keeps the runs' headers for QueryRuns, told by w of every run
+	// record written (built on the first query).
+	index *history.RunIndex
 }
 
 // Open opens (creating if needed) the state dir's journal and takes
@@ -177,7 +190,9 @@ func Open(ctx context.Context, opts Options) (*Harness, error) {
 		return nil, err
 	}
 	h := &Harness{opts: opts, j: j, w: history.NewWriter(j), history: history.NewReader(j, opts.Worlds),
-		log: opts.Logger, state: abs, docker: opts.Docker, live: map[string]bool{}, images: map[imageKey]string{}}
+		log: opts.Logger, state: abs, docker: opts.Docker, live: map[string]bool{}, images: map[imageKey]string{},
+		index: history.NewRunIndex()}
+	h.w.Track(h.index)
 	h.control = h.serveControl()
 	return h, nil
 }

@@ -384,17 +384,26 @@ var _ = Describe("the LLM path's record, replay, budgets and faults (review)", f
 		Expect(recs[0].Met).To(BeFalse())
 		Expect(recs[0].MetDetail).To(ContainSubstring("never called again after waiting Retry-After"))
 
-		// Asking again at once (call 2) is not waiting Retry-After either.
+		// Asking again at once (call 2) is not waiting Retry-After either,
+		// and the first call after the 429 decides.
 		_, err = raw.Chat.Completions.New(ctx, openaigo.ChatCompletionNewParams{Model: "x",
 			Messages: []openaigo.ChatCompletionMessageParamUnion{openaigo.UserMessage("hi")}})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(lr.r.faults.faults[0].rec.Met).To(BeFalse())
-		// The SDK waits it out in virtual time: call 3 gets the 5xx, call 4 meets both.
+		Expect(lr.r.faults.faults[0].rec.MetDetail).To(ContainSubstring("before its Retry-After of 10s was over"))
+		// The SDK meets the 5xx: call 3 gets it, call 4 follows up. A wait
+		// now does not undo the early call 2.
 		_, err = chat(lr, tok, "hi")
 		Expect(err).NotTo(HaveOccurred())
-		Expect(lr.r.faults.faults[0].rec.Met).To(BeTrue(), lr.r.faults.faults[0].rec.MetDetail)
-		Expect(lr.r.faults.faults[0].rec.MetDetail).To(ContainSubstring("(10s of virtual time)"))
+		Expect(lr.r.faults.faults[0].rec.Met).To(BeFalse(), lr.r.faults.faults[0].rec.MetDetail)
 		Expect(lr.r.faults.faults[1].rec.Met).To(BeTrue(), lr.r.faults.faults[1].rec.MetDetail)
+
+		// An agent that waits Retry-After in virtual time first is credited.
+		lr2 := startLLMRun(GinkgoT().TempDir(), llmScenario, Options{}, RunRequest{Faults: []chaos.Spec{mustParseSpec("llm-429:10s@llm:1")}})
+		_, err = chat(lr2, lr2.attempt(), "hi")
+		Expect(err).NotTo(HaveOccurred(), "the SDK's Chat sleeps Retry-After through the gateway and asks again")
+		Expect(lr2.r.faults.faults[0].rec.Met).To(BeTrue(), lr2.r.faults.faults[0].rec.MetDetail)
+		Expect(lr2.r.faults.faults[0].rec.MetDetail).To(ContainSubstring("(10s of virtual time)"))
 	})
 
 	It("tells OpenAI clients not to retry what a retry cannot fix, so a divergence is reported at its first difference", func() {

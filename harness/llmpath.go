@@ -11,6 +11,9 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/overnight-dev/overnight/chaos"
 	"github.com/overnight-dev/overnight/harness/gateway"
 	"github.com/overnight-dev/overnight/harness/history"
@@ -126,11 +129,54 @@ func (r *run) LLMModels(ctx context.Context, c gateway.Caller) (protocol.ModelLi
 	}}}, nil
 }
 
-// LLMChat implements gateway.LLMBackend: see llmPath.
-func (r *run) LLMChat(ctx context.Context, c gateway.Caller, req protocol.ChatRequest) (protocol.ChatResponse, error) {
+// LLMChat implements gateway.LLMBackend: see llmPath. Its span follows
+// OpenTelemetry's GenAI semantic conventions: "chat MODEL", a client span
+// with gen_ai.operation.name, gen_ai.provider.name, gen_ai.request.model
+// (what the agent asked for), gen_ai.response.model (what answered),
+// gen_ai.response.id, gen_ai.response.finish_reasons and
+// gen_ai.usage.input_tokens / output_tokens, error.type on a refusal.
+func (r *run) LLMChat(ctx context.Context, c gateway.Caller, req protocol.ChatRequest) (resp protocol.ChatResponse, err error) {
 	if r.llm == nil || r.llm.model == nil {
 		return protocol.ChatResponse{}, noModel(r)
 	}
+	model := r.llm.model
+	r.mu.Lock()
+	ctx = r.attemptContext(ctx)
+	r.mu.Unlock()
+	attrs := []attribute.KeyValue{
+		attribute.String("gen_ai.operation.name", "chat"), attribute.String("gen_ai.provider.name", model.Provider()),
+		attribute.String("gen_ai.request.model", req.Model), AttrRunID.String(r.rec.ID), AttrAttempt.Int(c.Attempt),
+		attribute.Bool("overnight.llm.test_double", model.Provider() == "scripted"),
+	}
+	if req.MaxTokens != nil {
+		attrs = append(attrs, attribute.Int("gen_ai.request.max_tokens", *req.MaxTokens))
+	}
+	if req.Temperature != nil {
+		attrs = append(attrs, attribute.Float64("gen_ai.request.temperature", *req.Temperature))
+	}
+	ctx, span := r.h.tracer().Start(ctx, "chat "+model.Name(), trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
+	defer func() {
+		if err != nil {
+			code := "error"
+			var ge *gateway.Error
+			if errors.As(err, &ge) {
+				code = ge.Code
+			}
+			span.SetAttributes(attribute.String("error.type", code))
+			endSpan(span, err)
+			return
+		}
+		reasons := make([]string, 0, len(resp.Choices))
+		for _, ch := range resp.Choices {
+			reasons = append(reasons, ch.FinishReason)
+		}
+		span.SetAttributes(attribute.String("gen_ai.response.model", resp.Model), attribute.String("gen_ai.response.id", resp.ID),
+			attribute.StringSlice("gen_ai.response.finish_reasons", reasons))
+		if resp.Usage != nil {
+			span.SetAttributes(attribute.Int("gen_ai.usage.input_tokens", resp.Usage.PromptTokens), attribute.Int("gen_ai.usage.output_tokens", resp.Usage.CompletionTokens))
+		}
+		span.End()
+	}()
 	return r.llm.chat(ctx, c, req)
 }
 

@@ -12,6 +12,9 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/overnight-dev/overnight/chaos"
 	"github.com/overnight-dev/overnight/harness/gateway"
 	"github.com/overnight-dev/overnight/harness/history"
@@ -242,7 +245,19 @@ func sameSeq(a, b *int64) bool {
 }
 
 // Effect implements gateway.Backend: see effectPath.
-func (r *run) Effect(ctx context.Context, c gateway.Caller, req protocol.EffectRequest) (protocol.EffectResult, error) {
+func (r *run) Effect(ctx context.Context, c gateway.Caller, req protocol.EffectRequest) (res protocol.EffectResult, err error) {
+	r.mu.Lock()
+	ctx = r.attemptContext(ctx)
+	r.mu.Unlock()
+	ctx, span := r.h.tracer().Start(ctx, SpanEffect, trace.WithAttributes(AttrRunID.String(r.rec.ID), AttrAttempt.Int(c.Attempt),
+		AttrEffectKey.String(req.Key), AttrKind.String(req.Kind)))
+	defer func() {
+		span.SetAttributes(AttrStatus.String(res.Status), AttrReplayed.Bool(res.Replayed))
+		if res.Error != nil {
+			span.SetAttributes(attribute.String("error.type", res.Error.Code))
+		}
+		endSpan(span, err)
+	}()
 	return r.fx.do(ctx, c, req)
 }
 

@@ -164,6 +164,18 @@ func specTexts(specs []chaos.Spec) []string {
 	return out
 }
 
+// ReproduceCommand is the overnight command line that runs rec's scenario
+// again with its agent, seed, model and fault schedule (as recorded: a
+// drawn schedule is written out). It names the scenario as the run did: a
+// scenario file's path is the one the run was given.
+func ReproduceCommand(rec RunRecord) string {
+	var extra []string
+	if rec.LLM != "" {
+		extra = append(extra, "--llm", shellQuote(rec.LLM))
+	}
+	return reproduceCommand(rec.Source, rec.Agent, rec.Seed, rec.Faults, extra...)
+}
+
 // reproduceCommand is the overnight command line that runs a schedule.
 func reproduceCommand(source, agent string, seed int64, faults []string, extra ...string) string {
 	scenario := strings.TrimPrefix(source, "builtin:")

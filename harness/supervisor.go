@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/overnight-dev/overnight/harness/gateway"
 	"github.com/overnight-dev/overnight/harness/history"
 	"github.com/overnight-dev/overnight/sandbox"
@@ -44,6 +46,8 @@ type attempts struct {
 	// ending marks attempts the supervisor itself is ending (Ctrl-C, the
 	// horizon, a spent budget, done and not exiting).
 	ending map[int]bool
+	// span is the current attempt's span (see attemptContext).
+	span trace.SpanContext
 }
 
 func newAttempts(list []history.AttemptRecord) attempts {
@@ -315,11 +319,16 @@ type sandboxPlan struct {
 
 // attempt runs one container to its end. It returns an error only when the
 // harness itself failed (Docker, journal).
-func (r *run) attempt(ctx context.Context, eng *sandbox.Engine, n int, renewed bool, plan sandboxPlan) error {
+func (r *run) attempt(ctx context.Context, eng *sandbox.Engine, n int, renewed bool, plan sandboxPlan) (err error) {
+	ctx, span := r.h.tracer().Start(ctx, SpanAttempt, trace.WithAttributes(AttrRunID.String(r.rec.ID), AttrAttempt.Int(n)))
+	defer func() { endSpan(span, err) }()
 	token, err := r.beginAttempt(ctx, n, renewed)
 	if err != nil {
 		return err
 	}
+	r.mu.Lock()
+	r.sup.span = span.SpanContext()
+	r.mu.Unlock()
 	env := map[string]string{}
 	for k, v := range plan.env {
 		env[k] = v
@@ -461,6 +470,7 @@ func (r *run) attempt(ctx context.Context, eng *sandbox.Engine, n int, renewed b
 	}
 	r.mu.Unlock()
 	code := w.code
+	span.SetAttributes(AttrContainer.String(sb.ID), AttrEnd.String(end), AttrExitCode.Int(code))
 	r.endAttempt(ctx, n, sb.ID, &code, end, eng)
 	// Its logs are kept; the dead container goes in the background so the
 	// next attempt need not wait for it (supervise waits before returning).

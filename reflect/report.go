@@ -4,12 +4,11 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"sort"
 	"strings"
-	"time"
 
 	"github.com/overnight-dev/overnight/harness"
 	"github.com/overnight-dev/overnight/harness/history"
+	"github.com/overnight-dev/overnight/harness/timeline"
 )
 
 // Report is a run's reflections written up for a person deciding whether
@@ -24,26 +23,23 @@ type Report struct {
 	Reason      string                     `json:"reason"`
 	Reflections []history.ReflectionRecord `json:"reflections"`
 	Gate        []history.GateRecord       `json:"gate"`
-	Timeline    []Mark                     `json:"timeline"`
+	Timeline    []timeline.Mark            `json:"timeline"`
 }
 
 // Load builds the report of run runID from its history.
 func Load(ctx context.Context, h *harness.Harness, runID string) (*Report, error) {
-	rd := h.History()
-	run, err := rd.Load(ctx, runID)
+	full, err := h.History().Full(ctx, runID)
 	if err != nil {
 		return nil, err
 	}
-	refls, err := rd.Reflections(runID)
-	if err != nil {
-		return nil, err
-	}
-	gate, err := rd.GateDecisions(runID)
-	if err != nil {
-		return nil, err
-	}
-	rep := &Report{RunID: runID, Scenario: run.Record.Scenario, Agent: run.Record.Agent, Verdict: run.Record.Verdict, Reason: run.Record.Reason,
-		Reflections: refls, Gate: gate}
+	return FromHistory(full), nil
+}
+
+// FromHistory builds the report of a run from its history.
+func FromHistory(full *history.Full) *Report {
+	rec := full.Run.Record
+	rep := &Report{RunID: rec.ID, Scenario: rec.Scenario, Agent: rec.Agent, Verdict: rec.Verdict, Reason: rec.Reason,
+		Reflections: full.Reflections, Gate: full.Gate, Timeline: timeline.Marks(full)}
 	if rep.Reflections == nil {
 		rep.Reflections = []history.ReflectionRecord{}
 	}
@@ -53,115 +49,7 @@ func Load(ctx context.Context, h *harness.Harness, runID string) (*Report, error
 	if rep.Verdict == "" {
 		rep.Verdict = "(not finished)"
 	}
-	isolated := map[string]history.RunRecord{}
-	for _, r := range refls {
-		for _, id := range isolatedRuns(r) {
-			if rec, err := rd.Run(id); err == nil {
-				isolated[id] = rec
-			}
-		}
-	}
-	rep.Timeline = timeline(run, refls, gate, isolated)
-	return rep, nil
-}
-
-// isolatedRuns lists the isolated re-runs a reflection made.
-func isolatedRuns(r history.ReflectionRecord) []string {
-	var ids []string
-	for _, rp := range r.Replays {
-		ids = append(ids, rp.RunID)
-	}
-	if r.Counterfactual != nil {
-		ids = append(ids, r.Counterfactual.RunID)
-	}
-	if r.Verification != nil {
-		ids = append(ids, r.Verification.RunID)
-	}
-	return ids
-}
-
-// Mark is one thing on the report's timeline.
-type Mark struct {
-	Lane  string `json:"lane"`  // attempts, steps, effects, faults, reflection, gate
-	At    int64  `json:"at_ms"` // wall milliseconds since the run started
-	End   int64  `json:"end_ms,omitempty"`
-	Label string `json:"label"`
-	Tone  string `json:"tone"` // ok, bad, hold, info
-}
-
-// timeline places the run's attempts, checkpoints, effects, faults, the
-// reflections' isolated re-runs and the gate's decisions on one wall-clock
-// axis.
-func timeline(run *history.Run, refls []history.ReflectionRecord, gate []history.GateRecord, isolated map[string]history.RunRecord) []Mark {
-	start := run.Record.StartedAt
-	at := func(t time.Time) int64 {
-		if t.IsZero() {
-			return 0
-		}
-		return max(t.Sub(start).Milliseconds(), 0)
-	}
-	var marks []Mark
-	for _, a := range run.Attempts {
-		tone := "bad"
-		if a.End == "exited" {
-			tone = "ok"
-		}
-		end := a.EndedAt
-		if end.IsZero() {
-			end = a.StartedAt
-		}
-		marks = append(marks, Mark{Lane: "attempts", At: at(a.StartedAt), End: at(end), Label: fmt.Sprintf("attempt %d: %s", a.N, orNone(a.End)), Tone: tone})
-	}
-	for _, c := range run.Checkpoints {
-		marks = append(marks, Mark{Lane: "steps", At: at(c.Wall), Label: fmt.Sprintf("step %d (attempt %d)", c.Step, c.Attempt), Tone: "ok"})
-	}
-	for _, e := range run.Effects {
-		tone := "ok"
-		if e.Status != "done" {
-			tone = "bad"
-		}
-		marks = append(marks, Mark{Lane: "effects", At: at(e.Wall), Label: fmt.Sprintf("%s %s: %s", history.EffectLabel(e.ID), e.Kind, e.Status), Tone: tone})
-	}
-	for _, f := range run.Faults {
-		if f.Applied {
-			marks = append(marks, Mark{Lane: "faults", At: at(f.AppliedWall), Label: f.Spec, Tone: "bad"})
-		}
-	}
-	for _, r := range refls {
-		for _, id := range isolatedRuns(r) {
-			rec, ok := isolated[id]
-			if !ok {
-				continue
-			}
-			tone := "info"
-			if rec.Verdict == history.VerdictPass {
-				tone = "ok"
-			} else if rec.Verdict == history.VerdictFail {
-				tone = "bad"
-			}
-			purpose := id
-			if rec.Isolated != nil && rec.Isolated.Purpose != "" {
-				purpose = rec.Isolated.Purpose
-			}
-			marks = append(marks, Mark{Lane: "reflection", At: at(rec.StartedAt), End: at(rec.EndedAt), Label: purpose + ": " + orNone(rec.Verdict), Tone: tone})
-		}
-		if r.Decided() {
-			tone := "bad"
-			if r.Decision == history.DecisionVerify {
-				tone = "ok"
-			}
-			marks = append(marks, Mark{Lane: "reflection", At: at(r.DecidedAt), Label: r.ID + " " + r.Decision, Tone: tone})
-		}
-	}
-	for _, g := range gate {
-		tone := map[string]string{history.GateHeld: "hold", history.GateDenied: "bad"}[g.Decision]
-		if tone == "" {
-			tone = "ok"
-		}
-		marks = append(marks, Mark{Lane: "gate", At: at(g.At), Label: fmt.Sprintf("%s %s: %s", history.EffectLabel(g.EffectID), g.Kind, g.Decision), Tone: tone})
-	}
-	sort.SliceStable(marks, func(i, j int) bool { return marks[i].At < marks[j].At })
-	return marks
+	return rep
 }
 
 func orNone(s string) string {
@@ -180,23 +68,32 @@ func (rep *Report) WriteMarkdown(w io.Writer) error {
 	}
 	fmt.Fprintf(&b, "# Reflections of run %s\n\n", rep.RunID)
 	fmt.Fprintf(&b, "Scenario %s%s. Verdict: **%s** — %s\n\n", rep.Scenario, agent, rep.Verdict, rep.Reason)
-	if len(rep.Reflections) == 0 {
+	b.WriteString(SectionsMarkdown(rep.Reflections, rep.Gate))
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// SectionsMarkdown writes a run's reflections and the gate's decisions as
+// Markdown sections (## headings): the part of the reflection report that
+// a run's own report carries too.
+func SectionsMarkdown(refls []history.ReflectionRecord, gate []history.GateRecord) string {
+	var b strings.Builder
+	if len(refls) == 0 {
 		b.WriteString("The run opened no reflection.\n\n")
 	}
-	for _, r := range rep.Reflections {
+	for _, r := range refls {
 		writeReflectionMarkdown(&b, r)
 	}
 	b.WriteString("## The gate\n\n")
-	if len(rep.Gate) == 0 {
+	if len(gate) == 0 {
 		b.WriteString("No effect waited at the gate or was denied by it.\n")
 	} else {
 		b.WriteString("| effect | kind | policy | decision | by | reason |\n| --- | --- | --- | --- | --- | --- |\n")
-		for _, g := range rep.Gate {
+		for _, g := range gate {
 			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", cell(history.EffectLabel(g.EffectID)), cell(g.Kind), g.Policy, g.Decision, cell(g.By), cell(g.Reason))
 		}
 	}
-	_, err := io.WriteString(w, b.String())
-	return err
+	return b.String()
 }
 
 func writeReflectionMarkdown(b *strings.Builder, r history.ReflectionRecord) {

@@ -12,6 +12,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/overnight-dev/overnight/harness/history"
+	"github.com/overnight-dev/overnight/harness/timeline"
 	"github.com/overnight-dev/overnight/reflect"
 	"github.com/overnight-dev/overnight/sandbox/protocol"
 )
@@ -50,7 +51,7 @@ func fixture() *reflect.Report {
 			{Seq: 1, EffectID: "k/step-4/3", Key: "step-4/3", Kind: "cloud.deploy_service", Attempt: 2, Policy: "verify", Decision: "released",
 				Reason: "released: reflection r1 verified lesson lesson-20261201-120000-abcdef-r1", Reflection: "r1", By: "gate", Since: at, At: at},
 		},
-		Timeline: []reflect.Mark{
+		Timeline: []timeline.Mark{
 			{Lane: "attempts", At: 0, End: 1800, Label: "attempt 1: exited", Tone: "ok"},
 			{Lane: "faults", At: 900, Label: "api-version:v2@step:3", Tone: "bad"},
 			{Lane: "effects", At: 1000, Label: "step-4/0 cloud.deploy_service: failed", Tone: "bad"},

@@ -63,8 +63,10 @@ type globals struct {
 	initBinary string
 	verbose    bool
 	quiet      bool
+	logFormat  string
 	stdout     io.Writer
 	stderr     io.Writer
+	tracing    *tracing
 }
 
 func (g *globals) logger() *slog.Logger {
@@ -72,7 +74,11 @@ func (g *globals) logger() *slog.Logger {
 	if g.verbose {
 		level = slog.LevelDebug
 	}
-	return slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: level}))
+	opts := &slog.HandlerOptions{Level: level}
+	if g.logFormat == "json" {
+		return slog.New(slog.NewJSONHandler(g.stderr, opts))
+	}
+	return slog.New(slog.NewTextHandler(g.stderr, opts))
 }
 
 func (g *globals) open(ctx context.Context, progress bool) (*harness.Harness, error) {
@@ -86,6 +92,7 @@ func (g *globals) openExisting(ctx context.Context, progress bool) (*harness.Har
 
 func (g *globals) openWith(ctx context.Context, opts harness.Options, progress bool) (*harness.Harness, error) {
 	opts.StateDir, opts.InitBinary, opts.Logger = g.state, g.initBinary, g.logger()
+	opts.TracerProvider = g.tracing.provider()
 	opts.BuiltinAgents = agents.Names()
 	ext, err := reflect.New(reflect.Options{Logger: opts.Logger})
 	if err != nil {
@@ -161,6 +168,7 @@ Exit codes: 0 pass, 1 fail, 2 unknown, 3 error.`,
 	root.PersistentFlags().StringVar(&g.initBinary, "init-binary", os.Getenv("OVERNIGHT_INIT_BINARY"), "static overnight binary to inject into sandboxes (default: this executable; $OVERNIGHT_INIT_BINARY)")
 	root.PersistentFlags().BoolVarP(&g.verbose, "verbose", "v", false, "log diagnostics to stderr")
 	root.PersistentFlags().BoolVarP(&g.quiet, "quiet", "q", false, "no progress lines on stderr (attempts, faults)")
+	root.PersistentFlags().StringVar(&g.logFormat, "log-format", envOr("OVERNIGHT_LOG_FORMAT", "text"), "diagnostics on stderr (with -v, and warnings) as text or json, one object per line ($OVERNIGHT_LOG_FORMAT)")
 	root.Version = version
 	if buildNonce != "" {
 		root.Version += " (test build " + buildNonce + ")"
@@ -168,12 +176,26 @@ Exit codes: 0 pass, 1 fail, 2 unknown, 3 error.`,
 	// Cobra parses the flags and checks the arguments before this runs:
 	// an error before it is one of the command line.
 	parsed := false
-	root.PersistentPreRun = func(cmd *cobra.Command, _ []string) {
+	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
 		parsed = true
+		if g.logFormat != "text" && g.logFormat != "json" {
+			return usagef("--log-format %q: want text or json", g.logFormat)
+		}
 		g.logger().Debug("overnight", "version", root.Version, "gomaxprocs", runtime.GOMAXPROCS(0), "command", cmd.Name())
+		t, err := newTracing(cmd.Context())
+		if err != nil {
+			return &codeError{exitError, err}
+		}
+		g.tracing = t
+		return nil
 	}
+	defer func() {
+		if err := g.tracing.shutdown(); err != nil {
+			fmt.Fprintln(stderr, "overnight: send the last spans:", err)
+		}
+	}()
 	root.AddCommand(runCmd(g), shrinkCmd(g), resumeCmd(g), runsCmd(g), logsCmd(g), gcCmd(g), faultsCmd(g), scenariosCmd(g), worldsCmd(g),
-		reflectCmd(g), gateCmd(g), decideCmd(g, true), decideCmd(g, false), validateCmd(g), schemaCmd(g), suiteCmd(g))
+		reflectCmd(g), gateCmd(g), decideCmd(g, true), decideCmd(g, false), validateCmd(g), schemaCmd(g), suiteCmd(g), reportCmd(g), serveCmd(g))
 
 	cmd, err := root.ExecuteC()
 	if err == nil {

@@ -5,11 +5,12 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
 
-	"github.com/overnight-dev/overnight/harness"
+	"github.com/overnight-dev/overnight/harness/history"
 	reports "github.com/overnight-dev/overnight/harness/report"
 	"github.com/overnight-dev/overnight/harness/suite"
 	"github.com/overnight-dev/overnight/reflect"
@@ -20,6 +21,7 @@ import (
 type suiteOutputs struct {
 	require              []string
 	json, junit, md      string
+	html                 string
 	output               string
 	requirement          *suite.Requirement
 	stdoutTaken, jsonOut bool
@@ -31,6 +33,7 @@ func (o *suiteOutputs) register(cmd *cobra.Command) {
 	f.StringVar(&o.json, "json", "", "write the result as JSON to this file (- for stdout)")
 	f.StringVar(&o.junit, "junit", "", "write the result as JUnit XML to this file (- for stdout)")
 	f.StringVar(&o.md, "md", "", "write a Markdown summary to this file (- for stdout), e.g. $GITHUB_STEP_SUMMARY")
+	f.StringVar(&o.html, "html", "", "write a self-contained HTML report to this file (- for stdout); a suite (not a merge) also writes the report of each run that did not pass into FILE's name without .html plus -runs/, linked from it")
 	outputFlag(cmd, &o.output)
 }
 
@@ -43,7 +46,7 @@ func (o *suiteOutputs) check() error {
 	}
 	o.requirement = q
 	n := 0
-	for _, f := range []string{o.json, o.junit, o.md} {
+	for _, f := range []string{o.json, o.junit, o.md, o.html} {
 		if f == "-" {
 			n++
 		}
@@ -52,7 +55,7 @@ func (o *suiteOutputs) check() error {
 		n++
 	}
 	if n > 1 {
-		return usagef("--json -, --junit -, --md - and --output json all write to stdout: choose one")
+		return usagef("--json -, --junit -, --md -, --html - and --output json all write to stdout: choose one")
 	}
 	o.stdoutTaken = n > 0
 	o.jsonOut = o.output == "json"
@@ -60,13 +63,23 @@ func (o *suiteOutputs) check() error {
 }
 
 // write judges res and writes it everywhere asked; it returns the exit
-// code's error.
-func (o *suiteOutputs) write(g *globals, res *suite.Result) error {
+// code's error. runs, when the suite's runs are at hand (not for a merge),
+// reads a run's history for the run reports beside the HTML report.
+func (o *suiteOutputs) write(g *globals, res *suite.Result, runs func(runID string) (*history.Full, error)) error {
 	if o.requirement != nil {
 		j := o.requirement.Judge(res)
 		res.Requirement = &j
 	}
 	var errs []error
+	if o.html != "" {
+		opts := reports.SuiteOptions{}
+		if runs != nil && o.html != "-" {
+			links, err := writeRunReports(o.html, res, runs)
+			errs = append(errs, err)
+			opts.RunLink = func(id string) string { return links[id] }
+		}
+		errs = append(errs, writeTo(g, o.html, func(w io.Writer) error { return reports.SuiteHTML(w, res, opts) }))
+	}
 	for _, out := range []struct {
 		path  string
 		write func(io.Writer, *suite.Result) error
@@ -117,10 +130,44 @@ func suiteCode(res *suite.Result) int {
 	return exitPass
 }
 
+// writeRunReports writes the HTML report of each run of res that did not
+// pass into a directory beside the suite's HTML report (report.html:
+// report-runs/), and returns each one's link relative to that report.
+func writeRunReports(suiteHTML string, res *suite.Result, runs func(runID string) (*history.Full, error)) (map[string]string, error) {
+	name := strings.TrimSuffix(filepath.Base(suiteHTML), ".html") + "-runs"
+	dir := filepath.Join(filepath.Dir(suiteHTML), name)
+	links := map[string]string{}
+	var errs []error
+	for _, r := range res.Failed() {
+		if r.RunID == "" {
+			continue
+		}
+		if len(links) == 0 {
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				return links, fmt.Errorf("run reports beside %s: %w", suiteHTML, err)
+			}
+		}
+		full, err := runs(r.RunID)
+		if err == nil {
+			err = writeFile(filepath.Join(dir, r.RunID+".html"), func(w io.Writer) error { return reports.RunHTML(w, full, reports.RunOptions{}) })
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("report of run %s: %w", r.RunID, err))
+			continue
+		}
+		links[r.RunID] = name + "/" + r.RunID + ".html"
+	}
+	return links, errors.Join(errs...)
+}
+
 func writeTo(g *globals, path string, write func(io.Writer) error) error {
 	if path == "-" {
 		return write(g.stdout)
 	}
+	return writeFile(path, write)
+}
+
+func writeFile(path string, write func(io.Writer) error) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return err
@@ -248,7 +295,7 @@ first by the next suite of the same run flags (--no-corpus: neither).`,
 					return &codeError{exitError, err}
 				}
 			}
-			opts := suite.Options{Parallel: parallel, Corpus: !noCorpus, Command: g.command()}
+			opts := suite.Options{Parallel: parallel, Corpus: !noCorpus, Command: suite.Command(g.state)}
 			if !g.quiet {
 				tty := isTerminal(g.stderr)
 				opts.Progress = suite.NewProgress(g.stderr, tty, os.Getenv("NO_COLOR") == "", 0)
@@ -260,7 +307,7 @@ first by the next suite of the same run flags (--no-corpus: neither).`,
 			if err != nil {
 				fmt.Fprintln(g.stderr, "overnight:", err)
 			}
-			return out.write(g, res)
+			return out.write(g, res, func(id string) (*history.Full, error) { return h.History().Full(ctx, id) })
 		},
 	}
 	f := cmd.Flags()
@@ -301,27 +348,11 @@ once. Exit codes as for suite.`,
 			if err != nil {
 				return &codeError{exitError, err}
 			}
-			return out.write(g, res)
+			return out.write(g, res, nil)
 		},
 	}
 	out.register(cmd)
 	return cmd
-}
-
-// command is how to start overnight on this state dir, for reproducing
-// commands.
-func (g *globals) command() string {
-	if g.state == harness.DefaultStateDir {
-		return "overnight"
-	}
-	return "overnight --state " + shellQuote(g.state)
-}
-
-func shellQuote(s string) string {
-	if s != "" && !strings.ContainsAny(s, " \t\n'\"\\$`*?[]{}()<>|&;#~!") {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // isTerminal reports whether w is a terminal (a character device).

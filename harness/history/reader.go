@@ -277,20 +277,27 @@ func (r *Reader) World(ctx context.Context, rec RunRecord, scen *scenarios.Scena
 
 // Run is the typed view of one run: everything the journal holds about it.
 type Run struct {
-	Record      RunRecord
-	Attempts    []AttemptRecord
-	Checkpoints []CheckpointRecord
-	Effects     []EffectRecord // in the order they were first asked for
-	Faults      []FaultRecord
-	LLM         []LLMRecord
-	Events      []EventRecord
-	Done        *DoneRecord // nil: the agent claimed nothing
-	Clock       time.Time   // virtual time where the run stands
-	Ledger      []world.LedgerEntry
+	Record      RunRecord           `json:"record"`
+	Attempts    []AttemptRecord     `json:"attempts"`
+	Checkpoints []CheckpointRecord  `json:"checkpoints"`
+	Effects     []EffectRecord      `json:"effects"` // in the order they were first asked for
+	Faults      []FaultRecord       `json:"faults"`
+	LLM         []LLMRecord         `json:"llm"`
+	Events      []EventRecord       `json:"events"`
+	Done        *DoneRecord         `json:"done,omitempty"` // nil: the agent claimed nothing
+	Clock       time.Time           `json:"clock"`          // virtual time where the run stands
+	Ledger      []world.LedgerEntry `json:"ledger,omitempty"`
 }
 
-// Load reads the whole of run id.
+// Load reads the whole of run id, the world's ledger included when the
+// reader has a world registry.
 func (r *Reader) Load(ctx context.Context, id string) (*Run, error) {
+	return r.load(ctx, id, r.worlds != nil)
+}
+
+// load reads the whole of run id; ledger says whether to open its world for
+// the ledger.
+func (r *Reader) load(ctx context.Context, id string, ledger bool) (*Run, error) {
 	rec, err := r.Run(id)
 	if err != nil {
 		return nil, err
@@ -322,7 +329,7 @@ func (r *Reader) Load(ctx context.Context, id string) (*Run, error) {
 	} else if found {
 		out.Clock = now
 	}
-	if r.worlds != nil {
+	if ledger {
 		scen, err := r.Scenario(rec)
 		if err != nil {
 			return nil, err

@@ -10,6 +10,7 @@
 package history
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/hex"
@@ -121,7 +122,8 @@ func (e Entry) encode() (journal.Entry, error) {
 // Writer puts records into the journal: each Put is one durable commit.
 type Writer struct {
 	j       *journal.Journal
-	scratch bool // commits are not synced (see Scratch)
+	scratch bool      // commits are not synced (see Scratch)
+	index   *RunIndex // told of the run records written (see Track)
 }
 
 // NewWriter writes through j.
@@ -131,22 +133,53 @@ func NewWriter(j *journal.Journal) *Writer { return &Writer{j: j} }
 // for a run whose records may be lost in a crash — an isolated re-run that
 // the reflection redoes from its own durable record. What it writes is
 // visible at once, and durable with the next synced commit of anyone.
-func (w *Writer) Scratch() *Writer { return &Writer{j: w.j, scratch: true} }
+//
+// Its trajectory records — events, checkpoints, effects, LLM exchanges, the
+// clock, and its world's commits — are buffered in memory a moment
+// (journal.CommitBuffered), as they come at the agent's rate; a crash may
+// lose the newest of them, as if it had struck a moment earlier. Every
+// other record (the run's own, its attempts, faults, the agent's done) is
+// written at once (journal.CommitUnsynced), with the buffer before it, so
+// that what names things outside the journal — a container, a socket dir —
+// is in the operating system's hands before anything uses it.
+func (w *Writer) Scratch() *Writer { return &Writer{j: w.j, scratch: true, index: w.index} }
 
 // Put writes entries in one durable commit: all of them or none.
 func (w *Writer) Put(ctx context.Context, entries ...Entry) error {
 	es := make([]journal.Entry, 0, len(entries))
+	trajectory := true
 	for _, e := range entries {
 		je, err := e.encode()
 		if err != nil {
 			return err
 		}
 		es = append(es, je)
+		trajectory = trajectory && isTrajectory(e.key)
 	}
-	if w.scratch {
-		return w.j.CommitUnsynced(ctx, es...)
+	var err error
+	switch {
+	case !w.scratch:
+		err = w.j.Commit(ctx, es...)
+	case trajectory:
+		err = w.j.CommitBuffered(ctx, es...)
+	default:
+		err = w.j.CommitUnsynced(ctx, es...)
 	}
-	return w.j.Commit(ctx, es...)
+	if w.index != nil {
+		w.index.touched(runIDs(entries))
+	}
+	return err
+}
+
+// isTrajectory says whether key is one of the records a run writes at its
+// agent's rate (see Scratch).
+func isTrajectory(key []byte) bool {
+	for _, p := range [...]string{prefixEvent, prefixCheckpoint, prefixEffect, prefixLLM, prefixClock} {
+		if bytes.HasPrefix(key, []byte(p)) {
+			return true
+		}
+	}
+	return false
 }
 
 // PutBlob stores a large payload (a scenario, a state, logs) and returns
@@ -174,7 +207,7 @@ func (s worldStore) Commit(ctx context.Context, entries ...world.Entry) error {
 		es[i] = journal.Entry{Key: e.Key, Value: e.Value}
 	}
 	if s.scratch {
-		return s.j.CommitUnsynced(ctx, es...)
+		return s.j.CommitBuffered(ctx, es...) // a shadow world's commits come with its effects (see Scratch)
 	}
 	return s.j.Commit(ctx, es...)
 }

@@ -2,6 +2,7 @@ package history
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"time"
@@ -12,6 +13,9 @@ const (
 	prefixSuite  = "suite/"  // suite/<id> -> SuiteRecord (rewritten as it goes on)
 	prefixCorpus = "corpus/" // corpus/<config>/<scenario>/<agent>/<seed> -> CorpusRecord (across suites)
 )
+
+// ErrSuiteNotFound is returned for a suite id the journal does not hold.
+var ErrSuiteNotFound = errors.New("no such suite")
 
 // SuiteRecord is one `overnight suite` invocation in a state dir: when it
 // ran and its result as the suite package writes it (the JSON of

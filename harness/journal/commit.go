@@ -52,7 +52,8 @@ func (j *Journal) Commit(ctx context.Context, entries ...Entry) error {
 // the process loses nothing: the write is in the operating system's
 // hands). It is for writes that may be lost in a crash — an isolated re-run
 // that the reflection redoes from its own durable record. Readers see the
-// entries as soon as it returns.
+// entries as soon as it returns. The buffered commits (CommitBuffered) are
+// written first, so it also writes every commit made before it.
 func (j *Journal) CommitUnsynced(ctx context.Context, entries ...Entry) error {
 	r, err := j.newRequest(ctx, false, entries)
 	if err != nil || r == nil {
@@ -63,8 +64,8 @@ func (j *Journal) CommitUnsynced(ctx context.Context, entries ...Entry) error {
 	if j.isClosing() {
 		return ErrClosed
 	}
-	if j.syncErr != nil {
-		return j.syncErr
+	if err := j.flushBufferedLocked(); err != nil { // also the sticky error
+		return err
 	}
 	txn := j.db.NewTransaction(true)
 	defer txn.Discard()
@@ -76,6 +77,9 @@ func (j *Journal) CommitUnsynced(ctx context.Context, entries ...Entry) error {
 			ws.failedWrite()
 		}
 		return fmt.Errorf("write %d entries to journal %s: %w; their outcome is unknown", len(entries), j.dir, err)
+	}
+	if ws, ok := j.syncer.(*walSyncer); ok {
+		ws.unsyncedWrite()
 	}
 	j.commits.Add(1)
 	j.entries.Add(uint64(len(entries)))
@@ -331,9 +335,11 @@ func (j *Journal) writeAndSyncLocked(batch []*request) {
 
 // writeAndSync writes batch in one Badger transaction, calls Syncer.Sync once
 // and acknowledges every request with the outcome. The caller holds writeMu.
+// The buffered commits (CommitBuffered) are written first, in their own
+// transaction: they were committed before batch, and the sync covers them.
 func (j *Journal) writeAndSync(batch []*request) {
-	if j.syncErr != nil {
-		ack(batch, j.syncErr)
+	if err := j.flushBufferedLocked(); err != nil { // also the sticky error
+		ack(batch, err)
 		return
 	}
 	txn := j.db.NewTransaction(true)

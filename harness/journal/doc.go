@@ -9,7 +9,10 @@
 //   - durability: Commit returns nil only after its entries are written and a
 //     Syncer.Sync that started after that write has returned nil. Concurrent
 //     commits share one sync (group commit), so many writers cost few fsyncs.
-//     The sync is an fdatasync of the memtables' write-ahead logs (walSyncer);
+//     The sync is an fdatasync of the memtables' write-ahead logs (walSyncer).
+//     Writes that may be lost in a crash skip it: CommitUnsynced writes without
+//     a sync, CommitBuffered holds a moment's commits in memory and writes them
+//     as one (every read, and every other commit, writes them first);
 //   - content-addressed blobs (PutBlob, Blob) for payloads too large for a
 //     journal entry, under the reserved prefix blob/.
 //

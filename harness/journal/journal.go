@@ -33,6 +33,7 @@ const badgerDirName = "journal"
 
 // Journal is an open state dir. All methods are safe for concurrent use.
 type Journal struct {
+	readOnly bool
 	dir      string
 	db       *badger.DB
 	syncer   Syncer
@@ -45,8 +46,19 @@ type Journal struct {
 	// for a group, or a lone caller committing inline. One writer at a time,
 	// each write synced before the next (see run).
 	writeMu sync.Mutex
-	// syncErr is sticky after a failed sync; guarded by writeMu.
+	// syncErr is sticky after a failed sync (or a failed write of buffered
+	// commits); guarded by writeMu.
 	syncErr error
+
+	// The CommitBuffered commits not yet written, in commit order, and
+	// their Badger cost and entry count; guarded by writeMu. nbuffered counts
+	// them for readers, who write them before they read.
+	buffered        []*request
+	bufferedCost    int64
+	bufferedEntries int64
+	nbuffered       atomic.Int64
+	bufferedDelay   time.Duration
+	flushTimer      *time.Timer // writes the buffer bufferedDelay after its first commit
 
 	reqs      chan *request
 	closing   chan struct{} // closed by Close: no new commits
@@ -103,19 +115,27 @@ func Open(dir string, opts Options) (*Journal, error) {
 	if maxBatch <= 0 {
 		maxBatch = defaultMaxBatch
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	bufferedDelay := opts.BufferedDelay
+	if bufferedDelay <= 0 {
+		bufferedDelay = defaultBufferedDelay
+	}
+	badgerDir := filepath.Join(dir, badgerDirName)
+	if opts.ReadOnly {
+		if _, err := os.Stat(badgerDir); err != nil {
+			return nil, fmt.Errorf("open journal in state dir %s read-only: %w", dir, err)
+		}
+	} else if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create state dir %s: %w", dir, err)
 	}
-	lock, err := acquireDirLock(dir)
+	lock, err := acquireDirLock(dir, opts.ReadOnly)
 	if err != nil {
 		return nil, err
 	}
-	badgerDir := filepath.Join(dir, badgerDirName)
 	if err := setAsideEmptyLogs(badgerDir, log); err != nil {
 		_ = lock.release()
 		return nil, fmt.Errorf("open journal in state dir %s: %w; check the permissions of %s", dir, err, badgerDir)
 	}
-	db, err := openBadger(badgerDir, log)
+	db, err := openBadger(badgerDir, log, opts.ReadOnly)
 	if err != nil {
 		_ = lock.release()
 		return nil, fmt.Errorf("open journal in state dir %s: %w; the state dir may be damaged; move it aside or use another --state", dir, err)
@@ -124,20 +144,25 @@ func Open(dir string, opts Options) (*Journal, error) {
 	if opts.NewSyncer != nil {
 		syncer = opts.NewSyncer(db)
 	}
+	if syncer == nil && opts.ReadOnly {
+		syncer = db // never called: nothing is written
+	}
 	if syncer == nil {
 		syncer = newWALSyncer(badgerDir, db)
 	}
 	j := &Journal{
-		dir:         dir,
-		db:          db,
-		syncer:      syncer,
-		lock:        lock,
-		maxBatch:    maxBatch,
-		maxTxnSize:  db.MaxBatchSize(),
-		maxTxnCount: db.MaxBatchCount(),
-		reqs:        make(chan *request),
-		closing:     make(chan struct{}),
-		stopped:     make(chan struct{}),
+		readOnly:      opts.ReadOnly,
+		dir:           dir,
+		db:            db,
+		syncer:        syncer,
+		lock:          lock,
+		maxBatch:      maxBatch,
+		bufferedDelay: bufferedDelay,
+		maxTxnSize:    db.MaxBatchSize(),
+		maxTxnCount:   db.MaxBatchCount(),
+		reqs:          make(chan *request),
+		closing:       make(chan struct{}),
+		stopped:       make(chan struct{}),
 	}
 	go j.run()
 	if err := j.checkFormat(); err != nil {
@@ -147,17 +172,54 @@ func Open(dir string, opts Options) (*Journal, error) {
 }
 
 // openBadger opens the database, turning a panic inside badger.Open (Badger
-// asserts on some inconsistencies) into an error.
-func openBadger(path string, log *slog.Logger) (db *badger.DB, err error) {
-	if err := os.MkdirAll(path, 0o700); err != nil {
-		return nil, err
+// asserts on some inconsistencies) into an error. Read-only, a journal
+// whose write-ahead logs must be replayed first (its owner died) is opened
+// read-write once to recover them, then read-only.
+func openBadger(path string, log *slog.Logger, readOnly bool) (db *badger.DB, err error) {
+	if !readOnly {
+		if err := os.MkdirAll(path, 0o700); err != nil {
+			return nil, err
+		}
 	}
 	defer func() {
 		if r := recover(); r != nil {
 			db, err = nil, fmt.Errorf("badger panicked while opening %s: %v", path, r)
 		}
 	}()
-	return badger.Open(badgerOptions(path, log))
+	recoverLogs := func() (*badger.DB, error) {
+		log.Info("journal: recovering the logs a dead owner left before a read-only open", "dir", path)
+		db, err := badger.Open(badgerOptions(path, log, false))
+		if err != nil {
+			return nil, err
+		}
+		if err := db.Close(); err != nil {
+			return nil, err
+		}
+		return badger.Open(badgerOptions(path, log, true))
+	}
+	// A clean Close leaves no memtable log behind: one that is there is a
+	// dead owner's, which read-only Badger refuses (and a refused Open
+	// leaks the half-open database's caches), so recover it first.
+	if readOnly && hasMemtableLogs(path) {
+		return recoverLogs()
+	}
+	db, err = badger.Open(badgerOptions(path, log, readOnly))
+	if readOnly && errors.Is(err, badger.ErrTruncateNeeded) {
+		return recoverLogs()
+	}
+	return db, err
+}
+
+// hasMemtableLogs reports whether Badger's directory holds a non-empty
+// memtable write-ahead log.
+func hasMemtableLogs(badgerDir string) bool {
+	entries, _ := os.ReadDir(badgerDir)
+	for _, e := range entries {
+		if info, err := e.Info(); err == nil && strings.HasSuffix(e.Name(), ".mem") && info.Mode().IsRegular() && info.Size() > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // emptyLogSuffix is appended to a zero-length Badger log file set aside by
@@ -225,7 +287,7 @@ func (j *Journal) checkFormat() error {
 	}); err != nil {
 		return fmt.Errorf("inspect journal in %s: %w", j.dir, err)
 	}
-	if !empty {
+	if !empty || j.readOnly {
 		return &FormatError{Dir: j.dir, Want: FormatVersion}
 	}
 	if err := j.commit(context.Background(), true, []Entry{{Key: formatKey, Value: []byte(FormatVersion)}}); err != nil {
@@ -242,8 +304,13 @@ func (j *Journal) Stats() Stats {
 	return Stats{Commits: j.commits.Load(), Entries: j.entries.Load(), Syncs: j.syncs.Load(), SyncTime: time.Duration(j.syncNanos.Load())}
 }
 
-// view runs fn in a read-only Badger transaction unless the journal is closed.
+// view runs fn in a read-only Badger transaction unless the journal is
+// closed, after writing the buffered commits (see CommitBuffered), so that fn
+// sees every commit that returned before view was called.
 func (j *Journal) view(fn func(txn *badger.Txn) error) error {
+	if err := j.flushForRead(); err != nil {
+		return err
+	}
 	j.mu.RLock()
 	defer j.mu.RUnlock()
 	if j.closed {
@@ -362,6 +429,13 @@ func (j *Journal) Close() error {
 		<-j.stopped
 		j.writeMu.Lock() // a lone caller may be writing inline
 		defer j.writeMu.Unlock()
+		if j.flushTimer != nil {
+			j.flushTimer.Stop()
+		}
+		var flushErr error
+		if len(j.buffered) > 0 {
+			flushErr = j.flushBufferedLocked() // the buffered commits, which nothing has written yet
+		}
 		j.mu.Lock()
 		j.closed = true
 		dbErr := j.db.Close()
@@ -372,7 +446,7 @@ func (j *Journal) Close() error {
 		if dbErr != nil {
 			dbErr = fmt.Errorf("close journal in %s: %w", j.dir, dbErr)
 		}
-		err = errors.Join(dbErr, j.lock.release())
+		err = errors.Join(flushErr, dbErr, j.lock.release())
 	})
 	return err
 }

@@ -23,34 +23,69 @@ type lockRecord struct {
 	PID     int       `json:"pid"`
 	Command string    `json:"command"`
 	Since   time.Time `json:"since"`
+	// Brief says the owner holds the lock for a moment (a read-only look:
+	// Options.ReadOnly): an opener waits for it instead of failing.
+	Brief bool `json:"brief,omitempty"`
 }
+
+// BriefWait bounds how long Open waits for a state dir held briefly (by a
+// ReadOnly journal) before it reports it in use.
+const BriefWait = 5 * time.Second
+
+// lockPoll is how often an opener waiting for a brief holder tries again.
+const lockPoll = 2 * time.Millisecond
+
+// recordWait bounds how long an opener waits for the owner's record when
+// the lock is held and the record is empty: the owner writes it just after
+// taking the lock, and truncates it just before releasing it — moments a
+// loaded machine can stretch (a brief holder releasing it was seen to take
+// over 100 ms under load).
+const recordWait = time.Second
 
 type dirLock struct {
 	f *os.File
 }
 
 // acquireDirLock takes flock(LOCK_EX|LOCK_NB) on DIR/overnight.lock and records
-// this process as the owner. It returns a *LockedError if another open file
-// description (another process, or another Open in this one) holds it.
-func acquireDirLock(dir string) (*dirLock, error) {
+// this process as the owner (brief: for a moment). It returns a *LockedError if
+// another open file description (another process, or another Open in this one)
+// holds it — at once when the owner recorded itself, after up to BriefWait when
+// the owner holds it briefly.
+func acquireDirLock(dir string, brief bool) (*dirLock, error) {
 	path := filepath.Join(dir, lockFileName)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("open lock file %s: %w", path, err)
 	}
-	if err := flock(f, unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		if errors.Is(err, unix.EWOULDBLOCK) {
-			lockErr := readLockOwner(f, dir)
+	start := time.Now()
+	for {
+		err := flock(f, unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, unix.EWOULDBLOCK) {
 			_ = f.Close()
+			return nil, fmt.Errorf("lock %s: %w", path, err)
+		}
+		rec, ok := readLockRecord(f)
+		waited := time.Since(start)
+		// An empty record is an owner between its flock and its record, or
+		// a brief one releasing: try again for a moment either way.
+		if (ok && !rec.Brief) || (ok && waited > BriefWait) || (!ok && waited > recordWait) {
+			_ = f.Close()
+			lockErr := &LockedError{Dir: dir}
+			if ok {
+				lockErr.PID, lockErr.Command, lockErr.Since = rec.PID, rec.Command, rec.Since
+			}
 			return nil, lockErr
 		}
-		_ = f.Close()
-		return nil, fmt.Errorf("lock %s: %w", path, err)
+		time.Sleep(lockPoll)
 	}
 	rec, err := json.Marshal(lockRecord{
 		PID:     os.Getpid(),
 		Command: strings.Join(os.Args, " "),
 		Since:   time.Now().UTC(),
+		Brief:   brief,
 	})
 	if err == nil {
 		err = f.Truncate(0)
@@ -65,22 +100,15 @@ func acquireDirLock(dir string) (*dirLock, error) {
 	return &dirLock{f: f}, nil
 }
 
-// readLockOwner reads the owner's record. The owner writes it just after taking
-// the lock, so an empty or half-written record is retried for a short, bounded
-// while before giving up and reporting an unknown owner.
-func readLockOwner(f *os.File, dir string) *LockedError {
-	lockErr := &LockedError{Dir: dir}
-	for attempt := 0; attempt < 20; attempt++ {
-		buf := make([]byte, 64<<10)
-		n, _ := f.ReadAt(buf, 0)
-		var rec lockRecord
-		if n > 0 && json.Unmarshal(buf[:n], &rec) == nil && rec.PID > 0 {
-			lockErr.PID, lockErr.Command, lockErr.Since = rec.PID, rec.Command, rec.Since
-			return lockErr
-		}
-		time.Sleep(5 * time.Millisecond)
+// readLockRecord reads the owner's record; ok is false when there is none
+// (yet, or any more) or it cannot be read.
+func readLockRecord(f *os.File) (rec lockRecord, ok bool) {
+	buf := make([]byte, 64<<10)
+	n, _ := f.ReadAt(buf, 0)
+	if n > 0 && json.Unmarshal(buf[:n], &rec) == nil && rec.PID > 0 {
+		return rec, true
 	}
-	return lockErr
+	return rec, false
 }
 
 // release forgets the owner record and drops the lock. The file stays.

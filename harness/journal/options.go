@@ -2,6 +2,7 @@ package journal
 
 import (
 	"log/slog"
+	"time"
 
 	badger "github.com/dgraph-io/badger/v4"
 )
@@ -21,13 +22,30 @@ type Options struct {
 	// plus one sync). A single commit larger than MaxBatch still goes through,
 	// alone. Default: 1024.
 	MaxBatch int
+	// BufferedDelay bounds how long a CommitBuffered commit waits in memory
+	// before it is written (reads, other commits and Close write it sooner).
+	// Default: 2ms.
+	BufferedDelay time.Duration
 	// NewSyncer builds the Syncer called once per group commit. Default:
 	// sync the memtables' write-ahead logs. Tests wrap db.Sync to observe or
 	// break durability.
 	NewSyncer func(db *badger.DB) Syncer
+	// ReadOnly opens the journal for a moment's look, such as a viewer's
+	// (overnight serve) between two requests: Badger is opened read-only,
+	// every write fails, the state dir must exist and hold a journal, and
+	// the owner lock is taken as brief — an Open meanwhile waits for it (up
+	// to BriefWait) instead of failing, so a run that starts while the look
+	// lasts is not refused. Close it as soon as the look is over. A journal
+	// a crashed owner left needs its logs replayed, which read-only Badger
+	// cannot do: Open recovers it read-write first, as any Open would.
+	// Default false.
+	ReadOnly bool
 }
 
-const defaultMaxBatch = 1024
+const (
+	defaultMaxBatch      = 1024
+	defaultBufferedDelay = 2 * time.Millisecond
+)
 
 const (
 	// MaxKeySize is the longest key Commit accepts (Badger's own limit).
@@ -61,8 +79,9 @@ const (
 	blobChunkSize    = 512 << 10
 )
 
-func badgerOptions(path string, log *slog.Logger) badger.Options {
+func badgerOptions(path string, log *slog.Logger, readOnly bool) badger.Options {
 	return badger.DefaultOptions(path).
+		WithReadOnly(readOnly).
 		WithLogger(badgerLogger{log: log}).
 		// The committer syncs once per group (Syncer); SyncWrites would add an
 		// fsync to every Badger write request.

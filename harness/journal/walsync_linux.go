@@ -50,6 +50,9 @@ type walSyncer struct {
 	f   *os.File
 	// rescan makes the next call list the directory (see failedWrite).
 	rescan bool
+	// unsynced makes the next call list the directory, and sync the
+	// directory only if a log was added (see unsyncedWrite).
+	unsynced bool
 }
 
 const memFileExt = ".mem"
@@ -104,16 +107,16 @@ func (s *walSyncer) path(fid int) string {
 func (s *walSyncer) Sync() error {
 	if s.cur >= 0 {
 		_, err := os.Lstat(s.path(s.cur + 1))
-		if os.IsNotExist(err) && !s.rescan {
+		if os.IsNotExist(err) && !s.rescan && !s.unsynced {
 			return s.fdatasync(s.f) // no rotation: the usual case
 		}
 		if err != nil && !os.IsNotExist(err) {
 			return fmt.Errorf("look for the next memtable log: %w", err)
 		}
 	}
-	// The first call, or memtables rotated: sync every log from the active
-	// one on (the first call: all of them, the ones Badger replayed at Open
-	// included), then follow the newest.
+	// The first call, or memtables rotated (or may have, more than once):
+	// sync every log from the active one on (the first call: all of them,
+	// the ones Badger replayed at Open included), then follow the newest.
 	fids, err := s.logs()
 	if err != nil {
 		return fmt.Errorf("list memtable logs: %w", err)
@@ -122,6 +125,12 @@ func (s *walSyncer) Sync() error {
 		return fmt.Errorf("no memtable log in %s", s.dir)
 	}
 	newest := slices.Max(fids)
+	if newest == s.cur && s.f != nil && !s.rescan {
+		// Only unsynced writes since the last call, and no rotation: the
+		// followed log holds everything, and its name is durable already.
+		s.unsynced = false
+		return s.fdatasync(s.f)
+	}
 	for _, fid := range fids {
 		if fid >= s.cur && fid != newest {
 			if err := syncPath(s.path(fid)); err != nil && !os.IsNotExist(err) {
@@ -142,6 +151,13 @@ func (s *walSyncer) Sync() error {
 // next call lists the directory instead of trusting the next name's absence.
 func (s *walSyncer) failedWrite() { s.rescan = true }
 
+// unsyncedWrite notes a write that no sync follows (CommitUnsynced, the
+// buffered commits): any number of them may come before the next call, and
+// rotate memtables more than once — the log after the followed one may have
+// come and gone, the next write landing in the one after it — so the next
+// call lists the directory too.
+func (s *walSyncer) unsyncedWrite() { s.unsynced = true }
+
 // follow syncs f, the new active log, and the directory that names it, and
 // makes it the log synced from now on.
 func (s *walSyncer) follow(f *os.File, fid int) error {
@@ -159,7 +175,7 @@ func (s *walSyncer) follow(f *os.File, fid int) error {
 	if s.f != nil {
 		_ = s.f.Close()
 	}
-	s.f, s.cur, s.rescan = f, fid, false
+	s.f, s.cur, s.rescan, s.unsynced = f, fid, false, false
 	return nil
 }
 

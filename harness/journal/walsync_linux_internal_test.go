@@ -114,6 +114,51 @@ var _ = ginkgo.Describe("walSyncer", func() {
 		Expect(ws.rescan).To(BeFalse())
 	})
 
+	ginkgo.It("lists the logs again after unsynced writes, which may rotate memtables more than once", func() {
+		synced := recordSyncs()
+		j, err := Open(dir, Options{})
+		Expect(err).NotTo(HaveOccurred())
+		defer j.Close()
+		bdir := filepath.Join(dir, badgerDirName)
+		ctx := context.Background()
+		start := slices.Max(memLogs(bdir))
+		// 96 x 512 KiB = 48 MiB unsynced, buffered or not: 16 MiB memtables
+		// rotate at least twice, and Badger may flush and delete the logs in
+		// between.
+		value := bytes.Repeat([]byte("u"), MaxValueSize)
+		for i := range 96 {
+			e := Entry{Key: fmt.Appendf(nil, "u/%03d", i), Value: value}
+			if i%2 == 0 {
+				Expect(j.CommitUnsynced(ctx, e)).To(Succeed())
+			} else {
+				Expect(j.CommitBuffered(ctx, e)).To(Succeed())
+			}
+		}
+		*synced = (*synced)[:0]
+		Expect(j.Commit(ctx, Entry{Key: []byte("after"), Value: []byte("1")})).To(Succeed())
+		newest := slices.Max(memLogs(bdir))
+		Expect(newest - start).To(BeNumerically(">=", 2))
+		log := filepath.Join(bdir, fmt.Sprintf("%05d%s", newest, memFileExt))
+		Expect(*synced).To(ContainElement(log), "the log holding the synced commit was synced")
+		Expect((*synced)[slices.Index(*synced, log)+1:]).To(ContainElement(bdir), "and then the directory naming it")
+		Expect(j.syncer.(*walSyncer).cur).To(Equal(newest))
+	})
+
+	ginkgo.It("syncs the followed log alone after unsynced writes that rotated nothing", func() {
+		synced := recordSyncs()
+		j, err := Open(dir, Options{})
+		Expect(err).NotTo(HaveOccurred())
+		defer j.Close()
+		ws := j.syncer.(*walSyncer)
+		ctx := context.Background()
+		Expect(j.CommitUnsynced(ctx, Entry{Key: []byte("a"), Value: []byte("1")})).To(Succeed())
+		Expect(j.CommitBuffered(ctx, Entry{Key: []byte("b"), Value: []byte("2")})).To(Succeed())
+		*synced = (*synced)[:0]
+		Expect(j.Commit(ctx, Entry{Key: []byte("c"), Value: []byte("3")})).To(Succeed())
+		Expect(*synced).To(Equal([]string{ws.f.Name()}))
+		Expect(ws.unsynced).To(BeFalse())
+	})
+
 	ginkgo.It("leaves the value log untouched, so skipping its sync loses nothing", func() {
 		j, err := Open(dir, Options{})
 		Expect(err).NotTo(HaveOccurred())

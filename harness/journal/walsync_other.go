@@ -15,4 +15,5 @@ func (*walSyncer) close() error { return nil }
 // Sync implements Syncer; it is never called.
 func (*walSyncer) Sync() error { return nil }
 
-func (*walSyncer) failedWrite() {}
+func (*walSyncer) failedWrite()   {}
+func (*walSyncer) unsyncedWrite() {}

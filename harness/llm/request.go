@@ -178,11 +178,12 @@ func ParseRequest(body []byte) (protocol.ChatRequest, error) {
 	if len(msgs) == 0 {
 		return req, invalid("messages", "empty: give at least one message")
 	}
+	rewritten := false
 	for i, m := range msgs {
-		if err := checkMessageShape(m, fmt.Sprintf("messages[%d]", i)); err != nil {
+		mo, err := checkMessageShape(m, fmt.Sprintf("messages[%d]", i))
+		if err != nil {
 			return req, err
 		}
-		mo, _ := object(m, "")
 		dropped := false
 		for _, k := range echoedFields {
 			if _, ok := mo[k]; ok {
@@ -194,10 +195,15 @@ func ParseRequest(body []byte) (protocol.ChatRequest, error) {
 			if msgs[i], err = json.Marshal(mo); err != nil {
 				return req, invalid(fmt.Sprintf("messages[%d]", i), "%v", err)
 			}
+			rewritten = true
 		}
 	}
-	if top["messages"], err = json.Marshal(msgs); err != nil {
-		return req, invalid("messages", "%v", err)
+	// Unchanged messages stay as sent: encoding top compacts them just as
+	// encoding the list again would.
+	if rewritten {
+		if top["messages"], err = json.Marshal(msgs); err != nil {
+			return req, invalid("messages", "%v", err)
+		}
 	}
 	if v, ok := top["tools"]; ok && !isNull(v) {
 		var tools []json.RawMessage
@@ -259,11 +265,17 @@ func describeDecodeError(err error) string {
 	return err.Error()
 }
 
-func checkMessageShape(raw json.RawMessage, path string) error {
+// checkMessageShape checks one message and returns it decoded one level
+// deep.
+func checkMessageShape(raw json.RawMessage, path string) (map[string]json.RawMessage, error) {
 	m, err := object(raw, path)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	return m, checkMessageFields(m, path)
+}
+
+func checkMessageFields(m map[string]json.RawMessage, path string) error {
 	for _, k := range sortedKeys(m) {
 		if slices.Contains(echoedFields, k) && (isNull(m[k]) || string(bytes.TrimSpace(m[k])) == "[]") {
 			continue // an assistant message echoed back by a client, with nothing in these
@@ -583,8 +595,16 @@ func validateToolChoice(raw json.RawMessage, offered map[string]bool, haveTools 
 // object decodes a JSON object into its raw fields, refusing anything else
 // (and trailing data).
 func object(raw []byte, what string) (map[string]json.RawMessage, error) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
+	// The usual case, a well-formed object, in one pass and without a
+	// Decoder's copy of raw. Whatever it refuses (or a null) takes the
+	// Decoder's path below, which names what is wrong; where both accept,
+	// they decode alike.
 	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err == nil && m != nil {
+		return m, nil
+	}
+	m = nil
+	dec := json.NewDecoder(bytes.NewReader(raw))
 	if err := dec.Decode(&m); err != nil {
 		return nil, invalid(what, "want a JSON object: %s", describeDecodeError(err))
 	}

@@ -1,9 +1,13 @@
 // Package report renders what overnight ran for the people and the CI
 // systems that read it: a suite's result as JUnit XML (testsuite per
 // scenario and agent, testcase per seed, failure with the reason and the
-// reproducing command, skipped for unknown), as JSON, and as a Markdown
-// summary fit for a CI step summary. Each format is one file of this
-// package and is pinned by golden files (testdata/).
+// reproducing command, skipped for unknown), as JSON, as a Markdown
+// summary fit for a CI step summary and as a self-contained HTML page; and
+// a run's history (history.Full) as a self-contained HTML page with its
+// SVG timeline, as Markdown, and as its result's JSON. The HTML pages share
+// one stylesheet (Style), which the viewer (harness/viewer) uses too, and
+// need nothing but themselves: no script, no external asset. Each format
+// is one file of this package and is pinned by golden files (testdata/).
 //
-// It reads results; it runs nothing and stores nothing.
+// It reads results and histories; it runs nothing and stores nothing.
 package report

@@ -12,6 +12,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
+	"github.com/overnight-dev/overnight/harness/harnesstest"
 	"github.com/overnight-dev/overnight/harness/history"
 	"github.com/overnight-dev/overnight/harness/report"
 	"github.com/overnight-dev/overnight/harness/suite"
@@ -128,12 +129,7 @@ func junitParser(ctx context.Context) string {
 	if os.Geteuid() != 0 {
 		Skip("python3-junitparser is not installed, and installing it (apt-get) needs root")
 	}
-	for _, args := range [][]string{{"update", "-q"}, {"install", "-y", "-q", "python3-junitparser"}} {
-		cmd := exec.CommandContext(ctx, "apt-get", args...)
-		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
-		out, err := cmd.CombinedOutput()
-		Expect(err).NotTo(HaveOccurred(), "apt-get %v:\n%s", args, out)
-	}
+	Expect(harnesstest.AptInstall(ctx, "python3-junitparser")).To(Succeed())
 	Expect(has()).To(BeTrue(), "python3-junitparser installed, yet %s cannot import it", python)
 	return python
 }

@@ -14,10 +14,16 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/overnight-dev/overnight/chaos"
 	"github.com/overnight-dev/overnight/harness"
 	"github.com/overnight-dev/overnight/harness/history"
 )
+
+// SpanSuite is the span of a suite; its runs' spans are its children.
+const SpanSuite = "overnight.suite"
 
 // MaxParallel bounds Options.Parallel.
 const MaxParallel = 256
@@ -73,6 +79,9 @@ func Run(ctx context.Context, h *harness.Harness, plan *Plan, opts Options) (*Re
 	}
 	res := &Result{Suite: Header{ID: id, StartedAt: time.Now().UTC(), Parallel: par, Config: plan.Config,
 		Scenarios: plan.Scenarios, Seeds: plan.Seeds, Plan: plan.Fingerprint, Cases: plan.Total, Shard: plan.Shard}}
+	ctx, span := h.Tracer().Start(ctx, SpanSuite, trace.WithAttributes(
+		attribute.String("overnight.suite.id", id), attribute.Int("overnight.suite.cases", len(cases)), attribute.Int("overnight.suite.parallel", par)))
+	defer span.End()
 	rec := history.SuiteRecord{ID: id, StartedAt: res.Suite.StartedAt}
 	if err := h.Writer().Put(context.WithoutCancel(ctx), history.SuiteEntry(rec)); err != nil {
 		return nil, fmt.Errorf("record suite %s: %w", id, err)
@@ -80,7 +89,7 @@ func Run(ctx context.Context, h *harness.Harness, plan *Plan, opts Options) (*Re
 
 	command := opts.Command
 	if command == "" {
-		command = "overnight"
+		command = Command("")
 	}
 	sources := map[string]string{}
 	for _, s := range plan.Scenarios {
@@ -102,7 +111,7 @@ func Run(ctx context.Context, h *harness.Harness, plan *Plan, opts Options) (*Re
 			for i := range jobs {
 				c := cases[i]
 				rr := runCase(ctx, h, plan, c, faults)
-				rr.Reproduce = reproduce(command, sources[c.Scenario], c, plan.Config)
+				rr.Reproduce = Reproduce(command, sources[c.Scenario], c, plan.Config)
 				mu.Lock()
 				runs[i] = &rr
 				done++
@@ -152,6 +161,8 @@ dispatch:
 	sortRuns(res.Runs, res.Suite.Scenarios)
 	res.Suite.WallMS = time.Since(res.Suite.StartedAt).Milliseconds()
 	res.Tally()
+	span.SetAttributes(attribute.Int("overnight.suite.passes", res.Summary.Passes), attribute.Int("overnight.suite.fails", res.Summary.Fails),
+		attribute.Int("overnight.suite.unknown", res.Summary.Unknown), attribute.Bool("overnight.suite.interrupted", res.Suite.Interrupted))
 	if err := saveSuite(ctx, h, rec, res); err != nil {
 		return res, err
 	}
@@ -225,8 +236,13 @@ func newID() (string, error) {
 	return "suite-" + time.Now().UTC().Format("20060102-150405") + "-" + hex.EncodeToString(b[:]), nil
 }
 
-// reproduce is the command that runs case c on its own.
-func reproduce(command, source string, c Case, cfg Config) string {
+// Reproduce is the command that runs case c on its own, to the same
+// history: command (how overnight is started: "overnight", or
+// Command(stateDir)), then `run SOURCE --seed N` with the case's agent and
+// cfg's run flags. source is the scenario as a person names it: a built-in
+// name or a path. Every run of a suite carries it (RunResult.Reproduce);
+// harness/overnighttest builds its runs' with it too.
+func Reproduce(command, source string, c Case, cfg Config) string {
 	args := []string{command, "run", quote(source), "--seed", strconv.FormatInt(c.Seed, 10)}
 	if c.Agent != "" {
 		args = append(args, "--agent", quote(c.Agent))
@@ -259,6 +275,16 @@ func reproduce(command, source string, c Case, cfg Config) string {
 		args = append(args, "--"+k, quote(cfg.Extras[k]))
 	}
 	return strings.Join(args, " ")
+}
+
+// Command is how a person starts overnight on stateDir, for reproducing
+// commands: "overnight" for "" or the default state dir, else
+// "overnight --state DIR".
+func Command(stateDir string) string {
+	if stateDir == "" || stateDir == harness.DefaultStateDir {
+		return "overnight"
+	}
+	return "overnight --state " + quote(stateDir)
 }
 
 // quote quotes s for a POSIX shell when it needs it.

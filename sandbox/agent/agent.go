@@ -128,15 +128,7 @@ func New(opts Options) (*Client, error) {
 	case opts.Socket != "":
 		c.base = "http://gateway"
 		if c.http == nil {
-			sock := opts.Socket
-			c.http = &http.Client{Transport: &http.Transport{
-				DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-					var d net.Dialer
-					return d.DialContext(ctx, "unix", sock)
-				},
-				MaxIdleConns:    4,
-				IdleConnTimeout: 30 * time.Second,
-			}}
+			c.http = &http.Client{Transport: &socketTransport{path: opts.Socket, maxIdle: 4, idleTimeout: 30 * time.Second}}
 		}
 	case opts.URL != "":
 		c.base = strings.TrimRight(opts.URL, "/")

@@ -7,6 +7,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -34,7 +35,7 @@ var nonce string
 func main() {
 	_ = nonce
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: testinit init -- CMD... | echo OUT ERR CODE | sleep D | wait-signal | gateway-call PATH... | gateway-post PATH BYTES | cat FILE | write | whoami | orphans N | selfsignal")
+		fmt.Fprintln(os.Stderr, "usage: testinit init -- CMD... | echo OUT ERR CODE | sleep D | wait-signal | gateway-call PATH... | gateway-post PATH BYTES | gateway-loop relay|socket N | cat FILE | write | whoami | orphans N | selfsignal")
 		os.Exit(2)
 	}
 	args := os.Args[2:]
@@ -66,6 +67,9 @@ func main() {
 	case "gateway-post":
 		size, _ := strconv.Atoi(args[1])
 		os.Exit(gatewayPost(args[0], size))
+	case "gateway-loop": // gateway-loop relay|socket N
+		n, _ := strconv.Atoi(args[1])
+		os.Exit(gatewayLoop(args[0], n))
 	case "cat":
 		data, err := os.ReadFile(args[0])
 		if err != nil {
@@ -175,6 +179,50 @@ func gatewayPost(path string, size int) int {
 		return 1
 	}
 	fmt.Printf("status=%d sent=%s received=%s received_len=%d\n", resp.StatusCode, digest(body), digest(got), len(got))
+	return 0
+}
+
+// gatewayLoop POSTs a small JSON body to /v1/events n times, one after another, on one
+// keep-alive client — through the init's relay (OVERNIGHT_URL) or straight to the bind-mounted
+// socket (OVERNIGHT_SOCKET), with net/http's client — and prints "requests=N elapsed_ns=T"
+// (the loop alone, timed here).
+func gatewayLoop(via string, n int) int {
+	base := os.Getenv("OVERNIGHT_URL")
+	tr := &http.Transport{MaxIdleConns: 4, IdleConnTimeout: 30 * time.Second}
+	if via == "socket" {
+		base = "http://gateway"
+		sock := os.Getenv("OVERNIGHT_SOCKET")
+		tr.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", sock)
+		}
+	}
+	client := &http.Client{Transport: tr}
+	body := []byte(`{"type":"progress"}`)
+	call := func() error {
+		req, _ := http.NewRequest(http.MethodPost, base+"/v1/events", bytes.NewReader(body))
+		req.Header.Set("Authorization", "Bearer tok")
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := client.Do(req)
+		if err != nil {
+			return err
+		}
+		_, err = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return err
+	}
+	if err := call(); err != nil { // the connection is made outside the measurement
+		fmt.Println("error:", err)
+		return 1
+	}
+	start := time.Now()
+	for i := 0; i < n; i++ {
+		if err := call(); err != nil {
+			fmt.Println("error:", err)
+			return 1
+		}
+	}
+	fmt.Printf("requests=%d elapsed_ns=%d\n", n, time.Since(start).Nanoseconds())
 	return 0
 }
 

@@ -1,0 +1,134 @@
+package journal
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Bounds on the buffer of CommitBuffered: it is written as one Badger
+// transaction of modest size (far below Badger's own limit, ~15% of a
+// memtable), so writing it never holds writeMu for long.
+const (
+	maxBufferedBytes   = 256 << 10
+	maxBufferedEntries = 512
+)
+
+// CommitBuffered commits entries atomically, in order with every other
+// commit, without writing them yet: they wait in memory, with the commits
+// buffered around them, and are written to Badger as one transaction — by
+// the next read (which writes the buffer before it reads), the next Commit
+// or CommitUnsynced (before their own write), Close, a full buffer, or
+// Options.BufferedDelay after the first of them, whichever comes first.
+//
+// Readers see the entries as soon as it returns, exactly as with
+// CommitUnsynced. What differs is a crash: a SIGKILL of the process loses
+// the buffered commits, the newest ones; what survives is then everything
+// committed up to some point at most BufferedDelay before the kill, in
+// order, as if the process had died that much earlier. It is for high-rate
+// records that may be lost in a crash: the trajectory of an isolated
+// re-run, which the reflection redoes from its own durable record. Sparing
+// a Badger write per commit (each a hand-off to Badger's writer goroutine)
+// is what it is for.
+//
+// The buffered commits' callers have returned by the time they are
+// written, so a failure to write them cannot be returned to them: it is
+// sticky, and every later commit fails with it.
+func (j *Journal) CommitBuffered(ctx context.Context, entries ...Entry) error {
+	if j.readOnly {
+		// Refused now, not at the next read that would write the buffer.
+		return fmt.Errorf("commit to the journal in %s: it is open read-only (Options.ReadOnly)", j.dir)
+	}
+	r, err := j.newRequest(ctx, false, entries)
+	if err != nil || r == nil {
+		return err
+	}
+	j.writeMu.Lock()
+	defer j.writeMu.Unlock()
+	if j.isClosing() {
+		return ErrClosed
+	}
+	if j.syncErr != nil {
+		return j.syncErr
+	}
+	n := int64(len(r.entries))
+	if len(j.buffered) > 0 && (j.bufferedCost+r.cost >= min(j.maxTxnSize, maxBufferedBytes) || j.bufferedEntries+n >= min(j.maxTxnCount, maxBufferedEntries)) {
+		if err := j.flushBufferedLocked(); err != nil {
+			return err
+		}
+	}
+	if len(j.buffered) == 0 {
+		// The first commit of a new buffer starts the clock on it.
+		if j.flushTimer == nil {
+			j.flushTimer = time.AfterFunc(j.bufferedDelay, j.flushBuffered)
+		} else {
+			j.flushTimer.Reset(j.bufferedDelay)
+		}
+	}
+	j.buffered = append(j.buffered, r)
+	j.bufferedCost += r.cost
+	j.bufferedEntries += n
+	j.nbuffered.Add(1)
+	return nil
+}
+
+// flushBuffered writes the buffer when it has waited BufferedDelay.
+func (j *Journal) flushBuffered() {
+	j.writeMu.Lock()
+	defer j.writeMu.Unlock()
+	if j.isClosing() {
+		return // Close writes it
+	}
+	_ = j.flushBufferedLocked()
+}
+
+// flushForRead writes the buffer, if any, before a read: a read sees every
+// commit that returned before it started.
+func (j *Journal) flushForRead() error {
+	if j.nbuffered.Load() == 0 {
+		return nil
+	}
+	j.writeMu.Lock()
+	defer j.writeMu.Unlock()
+	return j.flushBufferedLocked()
+}
+
+// flushBufferedLocked writes the buffered commits to Badger in one
+// transaction; the caller holds writeMu. It returns the journal's sticky
+// error, which a failure here sets: the callers of those commits have
+// returned already.
+func (j *Journal) flushBufferedLocked() error {
+	if len(j.buffered) == 0 {
+		return j.syncErr
+	}
+	batch := j.buffered
+	j.buffered, j.bufferedCost, j.bufferedEntries = nil, 0, 0
+	defer j.nbuffered.Add(-int64(len(batch)))
+	if j.syncErr != nil {
+		return j.syncErr
+	}
+	txn := j.db.NewTransaction(true)
+	defer txn.Discard()
+	var entries uint64
+	for _, r := range batch {
+		if err := setAll(txn, r); err != nil {
+			// Not expected: the buffer is kept far below Badger's limits.
+			j.syncErr = fmt.Errorf("stage %d buffered commits in journal %s: %w; they are lost; reopen the journal to continue", len(batch), j.dir, err)
+			return j.syncErr
+		}
+		entries += uint64(len(r.entries))
+	}
+	if err := txn.Commit(); err != nil {
+		if ws, ok := j.syncer.(*walSyncer); ok {
+			ws.failedWrite()
+		}
+		j.syncErr = fmt.Errorf("write %d buffered commits to journal %s: %w; their outcome is unknown; reopen the journal to continue", len(batch), j.dir, err)
+		return j.syncErr
+	}
+	if ws, ok := j.syncer.(*walSyncer); ok {
+		ws.unsyncedWrite()
+	}
+	j.commits.Add(uint64(len(batch)))
+	j.entries.Add(entries)
+	return nil
+}
