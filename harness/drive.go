@@ -265,6 +265,8 @@ func (h *Harness) drive(ctx context.Context, runID string, plan sandboxPlan) (re
 			return nil, err
 		}
 		r.network = name
+	} else {
+		h.warmFor(ctx, r)
 	}
 	r.mu.Lock()
 	r.rec.Status, r.rec.OwnerPID, r.rec.SocketDir = StatusRunning, os.Getpid(), dir

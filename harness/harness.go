@@ -151,6 +151,7 @@ type Harness struct {
 	images map[imageKey]string // sandbox images made by this process (see image)
 	// reapedAt is when a run of this process last reaped (see reapDue).
 	reapedAt time.Time
+	pool     *sandbox.NetPool // network-namespace holders (see netPool); nil until used
 
 	control *controlServer // the state dir's control socket (nil: none)
 	// index keeps the runs' headers for QueryRuns, told by w of every run
@@ -207,6 +208,14 @@ func DefaultWorlds() *world.Registry {
 // Close releases the state dir. Runs must have returned first.
 func (h *Harness) Close() error {
 	h.control.close()
+	h.mu.Lock()
+	pool := h.pool
+	h.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := pool.Close(ctx); err != nil {
+		h.log.Warn("remove network namespace holders", "err", err)
+	}
 	return h.j.Close()
 }
 

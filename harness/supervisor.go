@@ -349,33 +349,60 @@ func (r *run) attempt(ctx context.Context, eng *sandbox.Engine, n int, renewed b
 	// cancellation is acted on right after.
 	dctx, dcancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 	defer dcancel()
-	sb, err := eng.Create(dctx, sandbox.Spec{
+	spec := sandbox.Spec{
 		RunID: r.rec.ID, Attempt: n, Image: plan.image, Cmd: plan.cmd, Env: env,
 		Entrypoint: plan.entrypoint, WorkingDir: plan.workdir, InitBinary: plan.initBin, SeedImage: plan.seed,
 		SocketDir: r.rec.SocketDir, Workspace: workspaceVolume(r.rec.ID), Network: r.network,
-	})
-	if err != nil {
-		r.endAttempt(ctx, n, "", nil, "could not create its container: "+err.Error(), nil)
-		return fmt.Errorf("attempt %d: %w", n, err)
 	}
-	r.mu.Lock()
-	r.sup.list[n-1].Container = sb.ID
-	r.sup.starting = sb.ID
-	att := r.sup.list[n-1]
-	r.mu.Unlock()
-	// The container id is durable before the container runs, so a resume
-	// after a harness crash can name the orphan it reaps.
-	if err := r.put(context.WithoutCancel(ctx), history.AttemptEntry(r.rec.ID, att)); err != nil {
-		r.log.Warn("record container of attempt", "attempt", n, "err", err)
+	// A warm network namespace when one is ready (see sandbox.NetPool);
+	// it goes back to the pool once this container is removed.
+	pool := r.h.currentPool()
+	if r.network == "" {
+		spec.NetNS = pool.Take()
 	}
+	var sb *sandbox.Sandbox
+	for {
+		sb, err = eng.Create(dctx, spec)
+		if err != nil {
+			pool.Return(spec.NetNS)
+			r.endAttempt(ctx, n, "", nil, "could not create its container: "+err.Error(), nil)
+			return fmt.Errorf("attempt %d: %w", n, err)
+		}
+		r.mu.Lock()
+		r.sup.list[n-1].Container = sb.ID
+		r.sup.starting = sb.ID
+		att := r.sup.list[n-1]
+		r.mu.Unlock()
+		// The container id is durable before the container runs, so a resume
+		// after a harness crash can name the orphan it reaps.
+		if err := r.put(context.WithoutCancel(ctx), history.AttemptEntry(r.rec.ID, att)); err != nil {
+			r.log.Warn("record container of attempt", "attempt", n, "err", err)
+		}
+		err = eng.Start(dctx, sb.ID)
+		if err == nil || spec.NetNS == "" {
+			break
+		}
+		// The holder did not serve (it died): this sandbox gets a namespace
+		// of its own instead.
+		r.log.Warn("start sandbox in a warm network namespace", "holder", spec.NetNS, "err", err)
+		if rerr := eng.Remove(dctx, sb.ID); rerr != nil {
+			break
+		}
+		pool.Discard(spec.NetNS)
+		spec.NetNS = ""
+	}
+	holder := spec.NetNS
 	cleanup := func() {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
 		if err := eng.Remove(cctx, sb.ID); err != nil {
 			r.log.Warn("remove container", "container", sb.ID, "err", err)
+			pool.Discard(holder) // it may still be joined
+			return
 		}
+		pool.Return(holder)
 	}
-	if err := eng.Start(dctx, sb.ID); err != nil {
+	if err != nil {
 		r.endAttempt(ctx, n, sb.ID, nil, "could not start: "+err.Error(), eng)
 		cleanup()
 		return fmt.Errorf("attempt %d: %w", n, err)

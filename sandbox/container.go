@@ -102,6 +102,10 @@ type Spec struct {
 	// container joins instead of having none, so that a scenario can give its agent peers and
 	// the disconnect fault something to cut. Empty means no network at all (the default).
 	Network string
+	// NetNS, when set, is a holder from a NetPool whose network namespace (loopback only) the
+	// sandbox joins instead of the engine making one for it; Network must then be empty. The
+	// holder must serve no other sandbox until this one is removed.
+	NetNS string
 }
 
 // Sandbox is one container created by an Engine.
@@ -180,8 +184,11 @@ func (e *Engine) Create(ctx context.Context, spec Spec) (*Sandbox, error) {
 		Labels:     labels,
 	}
 	netMode := container.NetworkMode("none")
-	if spec.Network != "" {
+	switch {
+	case spec.Network != "":
 		netMode = container.NetworkMode(spec.Network)
+	case spec.NetNS != "":
+		netMode = container.NetworkMode("container:" + spec.NetNS)
 	}
 	host := &container.HostConfig{
 		NetworkMode:    netMode,
@@ -226,6 +233,8 @@ func (s Spec) validate() error {
 		return fmt.Errorf("%w: Image is required (see EnsureImage)", ErrInvalidSpec)
 	case s.Attempt < 0:
 		return fmt.Errorf("%w: Attempt %d is negative", ErrInvalidSpec, s.Attempt)
+	case s.Network != "" && s.NetNS != "":
+		return fmt.Errorf("%w: Network and NetNS are both set: a sandbox joins a network or a holder's namespace, not both", ErrInvalidSpec)
 	}
 	if s.User != "" {
 		if _, _, ok := numericUser(s.User); !ok {

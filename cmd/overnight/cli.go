@@ -134,6 +134,9 @@ func executeWith(args []string, stdout, stderr io.Writer) int {
 		}
 		return initproc.Main(rest)
 	}
+	if len(args) > 0 && args[0] == "pause" {
+		return initproc.Pause() // PID 1 of a network-namespace holder
+	}
 	if len(args) > 0 && args[0] == "agent" {
 		if len(args) < 2 {
 			fmt.Fprintf(stderr, "overnight agent: name a built-in agent (%s)\n", strings.Join(agents.Names(), ", "))

@@ -12,11 +12,14 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
 	"github.com/overnight-dev/overnight/harness"
 	"github.com/overnight-dev/overnight/harness/harnesstest"
+	"github.com/overnight-dev/overnight/sandbox"
 )
 
 // killAtFiring runs the binary with args and SIGKILLs it — a real kill of
@@ -161,4 +164,22 @@ var _ = Describe("a task the world cannot judge", func() {
 		runs := overnight(ctx, state, nil, "runs", "-o", "json")
 		Expect(runs.stdout).To(MatchJSON(`{"runs": []}`), "no run was recorded")
 	})
+})
+
+var _ = Describe("warm network namespaces of a harness that died", func() {
+	It("are reaped by the resume that follows, and the run ends as it would have", func(ctx SpecContext) {
+		state := stateDir() // its cleanup fails on anything of the state dir left on the engine
+		o := overnight(ctx, state, nil, "run", "deploy", "--fault", "kill@step:4", "--fault", "harness-crash@step:2", "-o", "json", "-q")
+		Expect(o.code).To(Equal(128+int(syscall.SIGKILL)), o.stderr)
+		holders, err := docker.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(
+			filters.Arg("label", sandbox.LabelState+"="+sandbox.StateHash(state)), filters.Arg("label", sandbox.LabelRole+"="+sandbox.RoleNetNS))})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(holders).To(HaveLen(1), "the dead harness left the holder it warmed for the kill at step 4")
+		runID := strings.TrimPrefix(strings.SplitN(o.stderr, "\n", 2)[0], "run ")
+		r := overnight(ctx, state, nil, "resume", runID, "-o", "json", "-q")
+		Expect(r.code).To(Equal(0), r.stderr)
+		res := decodeResult(r.stdout)
+		Expect(res.Verdict).To(Equal("pass"), res.Reason)
+		Expect(res.Effects.Duplicates).To(BeZero())
+	}, SpecTimeout(3*time.Minute))
 })

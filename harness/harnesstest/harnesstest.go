@@ -50,9 +50,20 @@ func Build(ctx context.Context, pkg, out, nonce string) error {
 	return nil
 }
 
-// Containers lists the ids of every container labelled with the given
-// state dir's hash (running or not).
+// Containers lists the ids of every sandbox container labelled with the
+// given state dir's hash (running or not): the network-namespace holders a
+// live harness keeps are not sandboxes (see AllContainers).
 func Containers(ctx context.Context, api client.ContainerAPIClient, stateDir string) ([]string, error) {
+	return containers(ctx, api, stateDir, false)
+}
+
+// AllContainers lists every container of the state dir, the harness's
+// network-namespace holders too.
+func AllContainers(ctx context.Context, api client.ContainerAPIClient, stateDir string) ([]string, error) {
+	return containers(ctx, api, stateDir, true)
+}
+
+func containers(ctx context.Context, api client.ContainerAPIClient, stateDir string, holders bool) ([]string, error) {
 	f := filters.NewArgs(
 		filters.Arg("label", sandbox.LabelManaged+"=true"),
 		filters.Arg("label", sandbox.LabelState+"="+sandbox.StateHash(stateDir)),
@@ -63,6 +74,9 @@ func Containers(ctx context.Context, api client.ContainerAPIClient, stateDir str
 	}
 	ids := make([]string, 0, len(list))
 	for _, c := range list {
+		if !holders && c.Labels[sandbox.LabelRole] == sandbox.RoleNetNS {
+			continue
+		}
 		ids = append(ids, strings.TrimPrefix(c.ID, "/"))
 	}
 	return ids, nil
@@ -72,7 +86,7 @@ func Containers(ctx context.Context, api client.ContainerAPIClient, stateDir str
 // a failed test leaves nothing behind) and returns the ids and names it
 // found: a test asserts that the list is empty.
 func Leftovers(ctx context.Context, api client.APIClient, stateDir string) []string {
-	ids, err := Containers(ctx, api, stateDir)
+	ids, err := AllContainers(ctx, api, stateDir)
 	if err != nil {
 		return []string{"(cannot list containers: " + err.Error() + ")"}
 	}

@@ -104,6 +104,9 @@ func Run(ctx context.Context, h *harness.Harness, plan *Plan, opts Options) (*Re
 	if opts.Progress != nil {
 		opts.Progress.Start(len(cases))
 	}
+	// Each run's sandbox joins a warm network namespace when one is ready:
+	// keep as many as the pool runs at once.
+	h.WarmSandboxes(ctx, min(par, len(cases)))
 	jobs := make(chan int)
 	var wg sync.WaitGroup
 	for range min(par, len(cases)) {

@@ -80,6 +80,38 @@ func main() {
 		write()
 	case "whoami":
 		whoami()
+	case "pause": // what overnight's pause runs: PID 1 of a network-namespace holder
+		os.Exit(initproc.Pause())
+	case "netns": // the network namespace (its inode) and its interfaces
+		ns, err := os.Readlink("/proc/self/ns/net")
+		if err != nil {
+			fail(err)
+		}
+		ifs, err := net.Interfaces()
+		if err != nil {
+			fail(err)
+		}
+		names := make([]string, 0, len(ifs))
+		for _, i := range ifs {
+			names = append(names, i.Name)
+		}
+		fmt.Println(ns, strings.Join(names, ","))
+	case "listen": // listen on 127.0.0.1:PORT, say so, and stay
+		ln, err := net.Listen("tcp", "127.0.0.1:"+args[0])
+		if err != nil {
+			fail(err)
+		}
+		fmt.Println("listening")
+		_ = ln
+		select {}
+	case "dial": // dial 127.0.0.1:PORT: "open" or "closed"
+		c, err := net.DialTimeout("tcp", "127.0.0.1:"+args[0], time.Second)
+		if err != nil {
+			fmt.Println("closed")
+			return
+		}
+		c.Close()
+		fmt.Println("open")
 	case "pwd":
 		wd, err := os.Getwd()
 		if err != nil {

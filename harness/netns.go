@@ -1,0 +1,83 @@
+package harness
+
+import (
+	"context"
+	"slices"
+
+	"github.com/overnight-dev/overnight/sandbox"
+)
+
+// netPool is the process's pool of network-namespace holders (see
+// sandbox.NetPool), made on first use from the init's sandbox image. Nil
+// when it cannot be made: sandboxes then get namespaces of their own.
+func (h *Harness) netPool(ctx context.Context) *sandbox.NetPool {
+	h.mu.Lock()
+	p := h.pool
+	h.mu.Unlock()
+	if p != nil {
+		return p
+	}
+	eng, err := h.engine(ctx)
+	if err != nil {
+		return nil
+	}
+	bin, err := h.initBinary()
+	if err != nil {
+		return nil
+	}
+	img, err := h.image(ctx, sandbox.ImageSpec{InitBinary: bin})
+	if err != nil {
+		h.log.Warn("no network namespace holders: the init's image", "err", err)
+		return nil
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.pool == nil {
+		h.pool = eng.NewNetPool(img)
+	}
+	return h.pool
+}
+
+// WarmSandboxes keeps n sandboxes' network namespaces ready in the
+// background (see sandbox.NetPool), for a caller about to start that many
+// runs at once: a suite's worker pool. It returns at once.
+func (h *Harness) WarmSandboxes(ctx context.Context, n int) {
+	if p := h.netPool(ctx); p != nil {
+		p.Warm(n)
+	}
+}
+
+// warmFor warms the pool for what a run will start beyond its first
+// attempt when its schedule kills or restarts the agent: the next
+// attempt's namespace is ready when the fault strikes. (A run with
+// reflection does not warm its isolated runs' namespaces: measured on
+// deploy-v2, five holders started beside the run's first attempt were not
+// ready when it failed a second later, and slowed the replays' own starts —
+// the engine's CPU is what both wait for.)
+func (h *Harness) warmFor(ctx context.Context, r *run) {
+	n := 0
+	for _, f := range r.faults.faults {
+		if f.kind.Group == "process" && !f.kind.EndsHarness {
+			n = max(n, 1)
+		}
+	}
+	if n > 0 {
+		h.WarmSandboxes(ctx, n)
+	}
+}
+
+// ownsHolder reports whether the pool of this process owns container id.
+func (h *Harness) ownsHolder(id string) bool {
+	h.mu.Lock()
+	p := h.pool
+	h.mu.Unlock()
+	return slices.Contains(p.Holders(), id)
+}
+
+// currentPool is the pool if this process made one (nil: none; a nil pool
+// hands out no holder).
+func (h *Harness) currentPool() *sandbox.NetPool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.pool
+}
