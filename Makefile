@@ -36,7 +36,7 @@ python-image: ## make the Debian+Python image the Python agent's tests use (once
 # cmd/overnight/main.go); the LLM overhead is measured with 2 as well.
 bench: export GOMAXPROCS := 1
 bench: python-image
-bench: ## measure the journal, the gateway (effects, LLM calls), the week, kill recovery, sandbox cold start, the gate, the reflection loop and the viewer's run list
+bench: ## measure the journal, the gateway (effects, LLM calls), the week, kill recovery, sandbox cold start, the gate, the reflection loop, the viewer's run list and a suite's throughput
 	$(GO) test -run '^$$' -bench . -benchtime 20000x ./harness/journal
 	$(GO) test -run '^$$' -bench 'Effect|LLM' -benchtime 2000x ./harness
 	GOMAXPROCS=2 $(GO) test -run '^$$' -bench 'LLMOverhead' -benchtime 2000x ./harness
@@ -45,8 +45,11 @@ bench: ## measure the journal, the gateway (effects, LLM calls), the week, kill 
 	$(GO) test -run '^$$' -bench NeverSeenImage -benchtime 10x ./harness
 	$(GO) test -run '^$$' -bench GateAllow ./reflect
 	$(GO) test -run '^$$' -bench FailureToDecision -benchtime 10x ./reflect
-	$(GO) test -run '^$$' -bench Replay -benchtime 3x ./reflect
+	$(GO) test -run '^$$' -bench 'Replay$$' -benchtime 3x ./reflect
+	$(GO) test -run '^$$' -bench GatewayFloor -benchtime 3x ./sandbox
+	$(GO) test -run '^$$' -bench LoadgenFloor -benchtime 3x ./harness
 	$(GO) test -run '^$$' -bench RunList -benchtime 200x ./harness/viewer
+	$(GO) test -run '^$$' -bench SuiteDeploy -benchtime 1x -timeout 60m ./harness/suite
 
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 

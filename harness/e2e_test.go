@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -74,7 +75,10 @@ var _ = SynchronizedAfterSuite(func() {}, func(ctx SpecContext) {
 // checks that no container of that state dir is left behind.
 func newHarness(ctx context.Context, progress *syncBuffer) *harness.Harness {
 	state := GinkgoT().TempDir()
-	opts := harness.Options{StateDir: state, InitBinary: initBinary, Docker: docker}
+	// The harness's diagnostics (warnings of engine calls that failed, for
+	// one) are shown with a spec that fails.
+	opts := harness.Options{StateDir: state, InitBinary: initBinary, Docker: docker,
+		Logger: slog.New(slog.NewTextHandler(GinkgoWriter, &slog.HandlerOptions{Level: slog.LevelDebug}))}
 	if progress != nil {
 		opts.Progress = progress
 	}

@@ -47,6 +47,11 @@ func (h *Harness) WarmSandboxes(ctx context.Context, n int) {
 	}
 }
 
+// WarmReady is how many warm network namespaces are ready now (0 before
+// WarmSandboxes): a caller that must not pay for their start, a benchmark
+// of what a long-lived harness does, waits for it.
+func (h *Harness) WarmReady() int { return h.currentPool().Idle() }
+
 // warmFor warms the pool for what a run will start beyond its first
 // attempt when its schedule kills or restarts the agent: the next
 // attempt's namespace is ready when the fault strikes. (A run with

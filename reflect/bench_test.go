@@ -67,8 +67,19 @@ func p50(xs []time.Duration) time.Duration {
 // the agent's first request) on the way: the slowest of the four side by
 // side, then the verification's.
 //
+// "cold" is a run in a fresh process, as `overnight run deploy-v2` is: every
+// sandbox gets a network namespace of its own. "warm" is the same in a
+// harness that keeps warm namespaces ready (harness.WarmSandboxes), as a
+// suite's or any long-lived harness's are: before each run it waits until
+// five are idle, one per sandbox the reflection starts and one for the run.
+//
 //	go test -run '^$' -bench FailureToDecision -benchtime 10x ./reflect
 func BenchmarkFailureToDecision(b *testing.B) {
+	b.Run("cold", func(b *testing.B) { failureToDecision(b, 0) })
+	b.Run("warm", func(b *testing.B) { failureToDecision(b, 5) })
+}
+
+func failureToDecision(b *testing.B, warm int) {
 	h := benchHarness(b)
 	ctx := context.Background()
 	raw, _ := builtin.Lookup("deploy-v2")
@@ -84,8 +95,24 @@ func BenchmarkFailureToDecision(b *testing.B) {
 		}
 		return atts[0].FirstResumedAt.Sub(atts[0].StartedAt)
 	}
+	ready := func() {
+		if warm == 0 {
+			return
+		}
+		h.WarmSandboxes(ctx, warm)
+		deadline := time.Now().Add(time.Minute)
+		for h.WarmReady() < warm {
+			if time.Now().After(deadline) {
+				b.Fatalf("%d of %d warm namespaces ready after a minute", h.WarmReady(), warm)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		ready()
+		b.StartTimer()
 		res, err := h.Run(ctx, harness.RunRequest{Scenario: scen, Extras: map[string]string{reflect.ExtraLessons: reflect.LessonsNone}})
 		if err != nil || res.Verdict != harness.VerdictPass || len(res.Reflections) != 1 {
 			b.Fatalf("run %d: %v %+v", i, err, res)

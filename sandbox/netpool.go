@@ -169,6 +169,16 @@ func (p *NetPool) Stats() (hits, misses int) {
 	return p.hits, p.misses
 }
 
+// Idle is how many holders are ready for Take now.
+func (p *NetPool) Idle() int {
+	if p == nil {
+		return 0
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.idle)
+}
+
 // Holders lists the holders the pool owns now, idle and in use.
 func (p *NetPool) Holders() []string {
 	if p == nil {
