@@ -10,6 +10,7 @@ import (
 
 	"github.com/overnight-dev/overnight/harness"
 	"github.com/overnight-dev/overnight/harness/harnesstest"
+	"github.com/overnight-dev/overnight/sandbox"
 	"github.com/overnight-dev/overnight/scenarios"
 	"github.com/overnight-dev/overnight/scenarios/builtin"
 )
@@ -181,6 +182,35 @@ var _ = Describe("the disconnect fault", func() {
 		_, err = h.Run(ctx, harness.RunRequest{Scenario: deploy(), Faults: faults("disconnect@step:2/1h")})
 		Expect(err).To(MatchError(ContainSubstring("no network to disconnect")))
 	}, SpecTimeout(2*time.Minute))
+})
+
+// lateFreeze is the real engine whose pause call freezes the container
+// and then reports a failure, as a call that timed out on a loaded engine
+// while the daemon went on with it.
+type lateFreeze struct{ sandbox.API }
+
+func (l lateFreeze) ContainerPause(ctx context.Context, id string) error {
+	if err := l.API.ContainerPause(ctx, id); err != nil {
+		return err
+	}
+	return context.DeadlineExceeded
+}
+
+var _ = Describe("a pause whose engine call failed", func() {
+	It("thaws the container, which may be frozen all the same: the run goes on, the fault recorded as not injected", func(ctx SpecContext) {
+		state := GinkgoT().TempDir()
+		h, err := harness.Open(ctx, harness.Options{StateDir: state, InitBinary: initBinary, Docker: lateFreeze{docker}})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func(ctx SpecContext) {
+			Expect(h.Close()).To(Succeed())
+			Expect(harnesstest.Leftovers(ctx, docker, state)).To(BeEmpty(), "containers left behind by the run")
+		})
+		res, err := h.Run(ctx, harness.RunRequest{Scenario: deploy(), Faults: faults("pause@step:2/30m")})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res.Attempts).To(Equal(1))
+		Expect(res.StepsCompleted).To(Equal(5), "%s %+v", res.Reason, res.Faults)
+		Expect(res.Faults[0].MetDetail).To(HavePrefix("not injected: "))
+	}, SpecTimeout(time.Minute))
 })
 
 var _ = Describe("overlapping faults", func() {

@@ -183,7 +183,20 @@ func (t runTarget) PauseAgent(ctx context.Context) error {
 	sup := &t.r.sup
 	sup.paused = id
 	t.met(fmt.Sprintf("attempt %d's container was frozen", sup.current))
-	t.engineLater(ctx, func(kctx context.Context, eng *sandbox.Engine) error { return eng.Pause(kctx, id) }, func() {
+	t.engineLater(ctx, func(kctx context.Context, eng *sandbox.Engine) error {
+		err := eng.Pause(kctx, id)
+		if err != nil && !errors.Is(err, sandbox.ErrNotFound) {
+			// A call that failed — timed out, say, on a loaded engine —
+			// may still have frozen the container: the fault is recorded
+			// as not injected, so nothing would ever thaw it.
+			uctx, cancel := context.WithTimeout(context.WithoutCancel(kctx), 30*time.Second)
+			defer cancel()
+			if uerr := eng.Unpause(uctx, id); uerr != nil {
+				err = errors.Join(err, uerr)
+			}
+		}
+		return err
+	}, func() {
 		if sup.paused == id {
 			sup.paused = ""
 		}

@@ -366,9 +366,18 @@ func (e *Engine) Pause(ctx context.Context, id string) error {
 	return wrap("pause sandbox", id, err)
 }
 
-// Unpause thaws a paused sandbox.
+// Unpause thaws a paused sandbox. A sandbox that is not paused (or not
+// running) has nothing to thaw: that is not an error.
 func (e *Engine) Unpause(ctx context.Context, id string) error {
-	return wrap("unpause sandbox", id, e.api.ContainerUnpause(ctx, id))
+	err := e.api.ContainerUnpause(ctx, id)
+	if err != nil && !cerrdefs.IsNotFound(err) {
+		// Engines answer this with different statuses (a 500 on API
+		// 1.41): ask the container itself.
+		if info, ierr := e.api.ContainerInspect(ctx, id); ierr == nil && (info.State == nil || !info.State.Paused) {
+			return nil
+		}
+	}
+	return wrap("unpause sandbox", id, err)
 }
 
 // Logs returns what the sandbox wrote so far, stdout and stderr apart, each cut to the last

@@ -203,10 +203,12 @@ var _ = Describe("a sandbox's lifecycle", func() {
 			g.Expect(info.State.Paused).To(BeFalse())
 			g.Expect(info.State.Running).To(BeTrue())
 		}).WithTimeout(10 * time.Second).Should(Succeed())
+		Expect(e.Unpause(ctx, sb.ID)).To(Succeed(), "a thaw of a sandbox that is not frozen does nothing")
 		Expect(e.Kill(ctx, sb.ID, "")).To(Succeed())
 		_, err = e.Wait(ctx, sb.ID)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(e.Pause(ctx, sb.ID)).To(MatchError(sandbox.ErrNotRunning))
+		Expect(e.Unpause(ctx, sb.ID)).To(Succeed(), "nor of one that has stopped")
 	})
 
 	It("restarts in place: SIGTERM to the agent, then the same container runs again", func(ctx SpecContext) {
