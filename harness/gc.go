@@ -80,7 +80,7 @@ func (h *Harness) reap(ctx context.Context, eng *sandbox.Engine) ([]string, erro
 	}
 	h.removeStaleSocketDirs()
 	// Holders a dead process left (this one's are its pool's).
-	if _, err := eng.ReapNetHolders(ctx, h.ownsHolder); err != nil {
+	if _, err := eng.ReapNetHolders(ctx, h.currentPool().ID()); err != nil {
 		h.log.Warn("reap network namespace holders", "err", err)
 	}
 	return eng.Reap(ctx, h.isLive)

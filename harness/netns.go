@@ -2,7 +2,6 @@ package harness
 
 import (
 	"context"
-	"slices"
 
 	"github.com/overnight-dev/overnight/sandbox"
 )
@@ -69,14 +68,6 @@ func (h *Harness) warmFor(ctx context.Context, r *run) {
 	if n > 0 {
 		h.WarmSandboxes(ctx, n)
 	}
-}
-
-// ownsHolder reports whether the pool of this process owns container id.
-func (h *Harness) ownsHolder(id string) bool {
-	h.mu.Lock()
-	p := h.pool
-	h.mu.Unlock()
-	return slices.Contains(p.Holders(), id)
 }
 
 // currentPool is the pool if this process made one (nil: none; a nil pool

@@ -23,6 +23,22 @@ var _ = Describe("warm network namespaces", func() {
 		Expect(res.Effects.Duplicates).To(BeZero())
 	}, SpecTimeout(3*time.Minute))
 
+	It("that died are given up: the sandbox that took one gets a namespace of its own", func(ctx SpecContext) {
+		h := newHarness(ctx, nil)
+		h.WarmSandboxes(ctx, 1)
+		Eventually(h.WarmReady).WithTimeout(time.Minute).Should(Equal(1))
+		dead := harness.NetHolders(h)
+		Expect(dead).To(HaveLen(1))
+		Expect(docker.ContainerKill(ctx, dead[0], "SIGKILL")).To(Succeed())
+		res, err := h.Run(ctx, harness.RunRequest{Scenario: deploy()})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res.Verdict).To(Equal(harness.VerdictPass), res.Reason)
+		Expect(res.Attempts).To(Equal(1), "the failed start in the dead namespace is not an attempt")
+		hits, _ := harness.NetNSStats(h)
+		Expect(hits).To(Equal(1), "the run took the dead holder")
+		Expect(harness.NetHolders(h)).NotTo(ContainElement(dead[0]), "and the pool gave it up")
+	}, SpecTimeout(3*time.Minute))
+
 	It("are not made for a run that starts one sandbox", func(ctx SpecContext) {
 		h := newHarness(ctx, nil)
 		res, err := h.Run(ctx, harness.RunRequest{Scenario: deploy()})

@@ -379,8 +379,8 @@ func (r *run) attempt(ctx context.Context, eng *sandbox.Engine, n int, renewed b
 			r.log.Warn("record container of attempt", "attempt", n, "err", err)
 		}
 		err = eng.Start(dctx, sb.ID)
-		if err == nil || spec.NetNS == "" {
-			break
+		if err == nil || spec.NetNS == "" || pool.Alive(dctx, spec.NetNS) {
+			break // started, or failed for its own sake
 		}
 		// The holder did not serve (it died): this sandbox gets a namespace
 		// of its own instead.

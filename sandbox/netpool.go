@@ -15,9 +15,12 @@ import (
 
 // LabelRole marks a container that is not a sandbox: RoleNetNS for a
 // network-namespace holder (see NetPool). It carries no LabelRun.
+// LabelPool names the NetPool a holder belongs to, from the moment it is
+// created: a reaper spares a live pool's holders even while they start.
 const (
 	LabelRole = "overnight.role"
 	RoleNetNS = "netns"
+	LabelPool = "overnight.pool"
 )
 
 // NetPool keeps network-namespace holders ready: tiny containers (the init
@@ -43,6 +46,7 @@ const (
 type NetPool struct {
 	e     *Engine
 	image string
+	id    string // LabelPool of its holders
 
 	mu       sync.Mutex
 	idle     []string
@@ -61,7 +65,18 @@ const MaxNetHolders = 64
 // NewNetPool makes a pool of holders made from image (a sandbox image, see
 // EnsureImage: it holds the init binary at InitPath).
 func (e *Engine) NewNetPool(image string) *NetPool {
-	return &NetPool{e: e, image: image, busy: map[string]bool{}}
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return &NetPool{e: e, image: image, id: hex.EncodeToString(b[:]), busy: map[string]bool{}}
+}
+
+// ID is the pool's LabelPool value, carried by each of its holders ("" for
+// a nil pool).
+func (p *NetPool) ID() string {
+	if p == nil {
+		return ""
+	}
+	return p.id
 }
 
 // Warm asks the pool to own n holders (idle, in use or starting), starting
@@ -90,7 +105,7 @@ func (p *NetPool) start() {
 	defer p.wg.Done()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	id, err := p.e.startNetHolder(ctx, p.image)
+	id, err := p.e.startNetHolder(ctx, p.image, p.id)
 	p.mu.Lock()
 	p.starting--
 	if err != nil {
@@ -159,6 +174,16 @@ func (p *NetPool) Discard(id string) {
 	_ = p.e.Remove(context.Background(), id)
 }
 
+// Alive reports whether holder id is running: whether a sandbox that
+// failed to start in its namespace failed for the holder's sake.
+func (p *NetPool) Alive(ctx context.Context, id string) bool {
+	if p == nil || id == "" {
+		return false
+	}
+	info, err := p.e.api.ContainerInspect(ctx, id)
+	return err == nil && info.State != nil && info.State.Running
+}
+
 // Stats are how often Take found a holder ready.
 func (p *NetPool) Stats() (hits, misses int) {
 	if p == nil {
@@ -218,12 +243,12 @@ func (p *NetPool) Close(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// startNetHolder creates and starts one holder from image.
-func (e *Engine) startNetHolder(ctx context.Context, image string) (string, error) {
+// startNetHolder creates and starts one holder of pool from image.
+func (e *Engine) startNetHolder(ctx context.Context, image, pool string) (string, error) {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	name := fmt.Sprintf("overnight-netns-%s-%s", e.state[:min(12, len(e.state))], hex.EncodeToString(b[:]))
-	labels := map[string]string{LabelManaged: "true", LabelState: e.state, LabelRole: RoleNetNS}
+	labels := map[string]string{LabelManaged: "true", LabelState: e.state, LabelRole: RoleNetNS, LabelPool: pool}
 	pids := int64(8)
 	resp, err := e.api.ContainerCreate(ctx, &container.Config{
 		Image: image, Entrypoint: []string{InitPath, "pause"}, Cmd: []string{}, User: DefaultUser, Labels: labels,
@@ -238,6 +263,9 @@ func (e *Engine) startNetHolder(ctx context.Context, image string) (string, erro
 		Resources:      container.Resources{Memory: 32 << 20, MemorySwap: 32 << 20, PidsLimit: &pids, NanoCPUs: 100_000_000},
 	}, nil, nil, name)
 	if err != nil {
+		// A create that timed out may have made the container all the
+		// same: nobody would know its id.
+		_ = e.Remove(context.WithoutCancel(ctx), name)
 		return "", wrap("create network namespace holder", name, err)
 	}
 	if err := e.api.ContainerStart(ctx, resp.ID, container.StartOptions{}); err != nil {
@@ -247,10 +275,10 @@ func (e *Engine) startNetHolder(ctx context.Context, image string) (string, erro
 	return resp.ID, nil
 }
 
-// ReapNetHolders removes this Engine's state directory's holders that keep
-// does not name (nil: all of them): those a process that died left behind.
-// It returns the removed ids.
-func (e *Engine) ReapNetHolders(ctx context.Context, keep func(id string) bool) ([]string, error) {
+// ReapNetHolders removes this Engine's state directory's holders except
+// those of the pool whose ID is keepPool ("": all of them) — those a
+// process that died left behind. It returns the removed ids.
+func (e *Engine) ReapNetHolders(ctx context.Context, keepPool string) ([]string, error) {
 	cs, err := e.api.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(
 		filters.Arg("label", LabelManaged+"=true"), filters.Arg("label", LabelState+"="+e.state),
 		filters.Arg("label", LabelRole+"="+RoleNetNS))})
@@ -260,7 +288,7 @@ func (e *Engine) ReapNetHolders(ctx context.Context, keep func(id string) bool) 
 	var removed []string
 	var errs []error
 	for _, c := range cs {
-		if keep != nil && keep(c.ID) {
+		if keepPool != "" && c.Labels[LabelPool] == keepPool {
 			continue
 		}
 		if err := e.Remove(ctx, c.ID); err != nil {

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
@@ -103,11 +105,45 @@ var _ = Describe("network namespace holders", func() {
 		DeferCleanup(func(ctx context.Context) { Expect(theirs.Close(ctx)).To(Succeed()) })
 		notMine := warmOne(theirs)
 
-		removed, err := e.ReapNetHolders(ctx, func(id string) bool { return id == kept })
+		removed, err := e.ReapNetHolders(ctx, live.ID())
 		Expect(err).NotTo(HaveOccurred())
 		Expect(removed).To(ConsistOf(left))
 		Expect(gone(ctx, left)).To(BeTrue())
 		Expect(gone(ctx, kept)).To(BeFalse())
 		Expect(gone(ctx, notMine)).To(BeFalse(), "another state dir's holders are not this one's to reap")
 	}, SpecTimeout(3*time.Minute))
+
+	It("of a live pool are spared by the reaper while they are still starting", func(ctx SpecContext) {
+		e := newEngine()
+		pool := e.NewNetPool(image)
+		DeferCleanup(func(ctx context.Context) { Expect(pool.Close(ctx)).To(Succeed()) })
+		pool.Warm(3)
+		// The holders exist in the engine before the pool knows their ids:
+		// reap as soon as the first of them can be listed.
+		Eventually(func() []string {
+			ids, err := e.ReapNetHolders(ctx, pool.ID())
+			Expect(err).NotTo(HaveOccurred())
+			Expect(ids).To(BeEmpty(), "a live pool's holder reaped")
+			return holdersOf(ctx, pool.ID())
+		}).WithTimeout(time.Minute).WithPolling(10 * time.Millisecond).ShouldNot(BeEmpty())
+		Eventually(pool.Idle).WithTimeout(time.Minute).Should(Equal(3))
+		for _, h := range pool.Holders() {
+			info, err := cli.ContainerInspect(ctx, h)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(info.State.Running).To(BeTrue())
+			Expect(info.Config.Labels).To(HaveKeyWithValue(sandbox.LabelPool, pool.ID()))
+		}
+	}, SpecTimeout(3*time.Minute))
 })
+
+// holdersOf lists the holder containers of the pool with this ID, in any state.
+func holdersOf(ctx context.Context, pool string) []string {
+	GinkgoHelper()
+	cs, err := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", sandbox.LabelPool+"="+pool))})
+	Expect(err).NotTo(HaveOccurred())
+	var ids []string
+	for _, c := range cs {
+		ids = append(ids, c.ID)
+	}
+	return ids
+}
