@@ -295,31 +295,44 @@ func buildContext(bins []imageFile) (io.Reader, error) {
 	return &out, nil
 }
 
-// RemoveImage removes the sandbox image ref (as EnsureImage returned it), every state
-// directory's claim on it (its StateTag-style tags) and its untagged parents. A missing image is
-// not an error; an image still used by a container is (remove the container first).
+// RemoveImage removes the sandbox image ref (as EnsureImage returned it) and every image built
+// from the same inputs (the same LabelImageHash: an earlier build that lost its tag to a rebuild,
+// say), with every tag on them — each state directory's claim (StateTag) included — and their
+// untagged parents. A missing image is not an error; an image still used by a container is
+// (remove the container first).
 func (e *Engine) RemoveImage(ctx context.Context, ref string) error {
 	ctx, cancel := detached(ctx)
 	defer cancel()
-	info, err := e.api.ImageInspect(ctx, ref)
-	if cerrdefs.IsNotFound(err) {
-		return nil
+	hash, ok := strings.CutPrefix(ref, ImageRepo+":")
+	if !ok || hash == "" || strings.Contains(hash, "-") {
+		return fmt.Errorf("remove image %s: %w: not a sandbox image reference (%s:<hash>)", ref, ErrInvalidSpec, ImageRepo)
 	}
+	list, err := e.api.ImageList(ctx, image.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", LabelManaged+"=true"))})
 	if err != nil {
-		return wrap("remove image: inspect", ref, err)
+		return wrap("remove image: list", ref, err)
 	}
-	for _, tag := range info.RepoTags {
-		if strings.HasPrefix(tag, ref+"-") {
-			if _, err := e.api.ImageRemove(ctx, tag, image.RemoveOptions{PruneChildren: true}); err != nil && !cerrdefs.IsNotFound(err) {
-				return wrap("remove image", tag, err)
-			}
+	var errs []error
+	remove := func(what string) {
+		if _, err := e.api.ImageRemove(ctx, what, image.RemoveOptions{PruneChildren: true}); err != nil && !cerrdefs.IsNotFound(err) {
+			errs = append(errs, wrap("remove image", what, err))
 		}
 	}
-	_, err = e.api.ImageRemove(ctx, ref, image.RemoveOptions{PruneChildren: true})
-	if err != nil && !cerrdefs.IsNotFound(err) {
-		return wrap("remove image", ref, err)
+	for _, img := range list {
+		if !strings.HasPrefix(img.Labels[LabelImageHash], hash) {
+			continue
+		}
+		tagged := false
+		for _, tag := range img.RepoTags {
+			if tag != "<none>:<none>" {
+				tagged = true
+				remove(tag)
+			}
+		}
+		if !tagged {
+			remove(img.ID)
+		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // ReapImages removes this Engine's state directory's claim on the sandbox

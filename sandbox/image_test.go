@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/docker/docker/api/types/container"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
@@ -39,11 +40,7 @@ var _ = Describe("EnsureImage", func() {
 		Expect(err).NotTo(HaveOccurred())
 		ref, err := mine.EnsureImage(ctx, sandbox.ImageSpec{InitBinary: bin})
 		Expect(err).NotTo(HaveOccurred())
-		DeferCleanup(func(ctx context.Context) {
-			for _, t := range []string{mine.StateTag(ref), theirs.StateTag(ref), ref} {
-				_ = mine.RemoveImage(ctx, t)
-			}
-		})
+		DeferCleanup(func(ctx context.Context) { _ = mine.RemoveImage(ctx, ref) })
 		_, err = theirs.EnsureImage(ctx, sandbox.ImageSpec{InitBinary: bin})
 		Expect(err).NotTo(HaveOccurred())
 		info, err := cli.ImageInspect(ctx, ref)
@@ -63,6 +60,40 @@ var _ = Describe("EnsureImage", func() {
 		Expect(err).To(HaveOccurred())
 		_, err = cli.ImageInspect(ctx, image)
 		Expect(err).NotTo(HaveOccurred(), "kept: the suite's image, and no claim of these engines")
+	}, NodeTimeout(2*time.Minute))
+
+	It("RemoveImage removes every build of the same inputs, with every claim on them", func(ctx SpecContext) {
+		first, second := newEngine(), newEngine()
+		bin, err := buildTestInit(ctx, GinkgoT().TempDir(), suiteID+"-rm-"+randomID())
+		Expect(err).NotTo(HaveOccurred())
+		spec := sandbox.ImageSpec{InitBinary: bin}
+		ref, err := first.EnsureImage(ctx, spec)
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func(ctx context.Context) { _ = first.RemoveImage(ctx, ref) })
+		_, err = second.EnsureImage(ctx, spec)
+		Expect(err).NotTo(HaveOccurred())
+		rebuilt, err := cli.ImageInspect(ctx, ref)
+		Expect(err).NotTo(HaveOccurred())
+		// Another build of the same inputs holding the first state
+		// directory's claim, as two processes building at once leave: an
+		// image of its own with the same LabelImageHash (a commit keeps the
+		// image's labels).
+		c, err := cli.ContainerCreate(ctx, &container.Config{Image: ref, Cmd: []string{"version"}}, nil, nil, nil, "")
+		Expect(err).NotTo(HaveOccurred())
+		commit, err := cli.ContainerCommit(ctx, c.ID, container.CommitOptions{Reference: first.StateTag(ref)})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true})).To(Succeed())
+		old, err := cli.ImageInspect(ctx, commit.ID)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(old.ID).NotTo(Equal(rebuilt.ID))
+		Expect(old.Config.Labels).To(HaveKeyWithValue(sandbox.LabelImageHash, rebuilt.Config.Labels[sandbox.LabelImageHash]))
+
+		Expect(first.RemoveImage(ctx, ref)).To(Succeed())
+		for _, id := range []string{old.ID, rebuilt.ID} {
+			_, err := cli.ImageInspect(ctx, id)
+			Expect(err).To(HaveOccurred(), "image %s left behind", id)
+		}
+		Expect(first.RemoveImage(ctx, first.StateTag(ref))).To(MatchError(sandbox.ErrInvalidSpec))
 	}, NodeTimeout(2*time.Minute))
 
 	It("refuses what cannot run in a scratch image, and an agent image the engine lacks", func(ctx SpecContext) {
