@@ -3,8 +3,10 @@ package harness_test
 import (
 	"context"
 	"strings"
+	"sync/atomic"
 	"time"
 
+	dnetwork "github.com/docker/docker/api/types/network"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
@@ -165,12 +167,19 @@ var _ = Describe("every fault kind against the real engine and real connections"
 	}, SpecTimeout(2*time.Minute))
 })
 
+// deployOnNetwork is the built-in deploy scenario with its sandbox on an
+// internal network of its own (what the disconnect fault acts on).
+func deployOnNetwork() *scenarios.Scenario {
+	raw, ok := builtin.Lookup("deploy")
+	Expect(ok).To(BeTrue())
+	s, err := scenarios.Parse("deploy-net.yaml", append(append([]byte(nil), raw...), []byte("sandbox: {network: internal}\n")...))
+	Expect(err).NotTo(HaveOccurred())
+	return s
+}
+
 var _ = Describe("the disconnect fault", func() {
 	It("detaches the sandbox from its network through the Docker network API, and attaches it back", func(ctx SpecContext) {
-		raw, ok := builtin.Lookup("deploy")
-		Expect(ok).To(BeTrue())
-		s, err := scenarios.Parse("deploy-net.yaml", append(append([]byte(nil), raw...), []byte("sandbox: {network: internal}\n")...))
-		Expect(err).NotTo(HaveOccurred())
+		s := deployOnNetwork()
 		h := newHarness(ctx, nil)
 		res, err := h.Run(ctx, harness.RunRequest{Scenario: s, Faults: faults("disconnect@step:2/1h")})
 		Expect(err).NotTo(HaveOccurred())
@@ -198,18 +207,47 @@ func (l lateFreeze) ContainerPause(ctx context.Context, id string) error {
 
 var _ = Describe("a pause whose engine call failed", func() {
 	It("thaws the container, which may be frozen all the same: the run goes on, the fault recorded as not injected", func(ctx SpecContext) {
-		state := GinkgoT().TempDir()
-		h, err := harness.Open(ctx, harness.Options{StateDir: state, InitBinary: initBinary, Docker: lateFreeze{docker}})
-		Expect(err).NotTo(HaveOccurred())
-		DeferCleanup(func(ctx SpecContext) {
-			Expect(h.Close()).To(Succeed())
-			Expect(harnesstest.Leftovers(ctx, docker, state)).To(BeEmpty(), "containers left behind by the run")
-		})
+		h := newHarnessOn(ctx, lateFreeze{docker}, nil)
 		res, err := h.Run(ctx, harness.RunRequest{Scenario: deploy(), Faults: faults("pause@step:2/30m")})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(res.Attempts).To(Equal(1))
 		Expect(res.StepsCompleted).To(Equal(5), "%s %+v", res.Reason, res.Faults)
 		Expect(res.Faults[0].MetDetail).To(HavePrefix("not injected: "))
+	}, SpecTimeout(time.Minute))
+})
+
+// lateDisconnect is the real engine whose disconnect call detaches the
+// container and then reports a failure; it records whether the container
+// was attached again.
+type lateDisconnect struct {
+	sandbox.API
+	reattached *atomic.Bool
+}
+
+func (l lateDisconnect) NetworkDisconnect(ctx context.Context, network, id string, force bool) error {
+	if err := l.API.NetworkDisconnect(ctx, network, id, force); err != nil {
+		return err
+	}
+	return context.DeadlineExceeded
+}
+
+func (l lateDisconnect) NetworkConnect(ctx context.Context, network, id string, cfg *dnetwork.EndpointSettings) error {
+	err := l.API.NetworkConnect(ctx, network, id, cfg)
+	if err == nil {
+		l.reattached.Store(true)
+	}
+	return err
+}
+
+var _ = Describe("a disconnect whose engine call failed", func() {
+	It("attaches the sandbox again, which may be detached all the same", func(ctx SpecContext) {
+		s := deployOnNetwork()
+		var reattached atomic.Bool
+		h := newHarnessOn(ctx, lateDisconnect{docker, &reattached}, nil)
+		res, err := h.Run(ctx, harness.RunRequest{Scenario: s, Faults: faults("disconnect@step:2/1h")})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res.Faults[0].MetDetail).To(HavePrefix("not injected: "))
+		Expect(reattached.Load()).To(BeTrue(), "the detached sandbox was attached to its network again")
 	}, SpecTimeout(time.Minute))
 })
 

@@ -74,10 +74,16 @@ var _ = SynchronizedAfterSuite(func() {}, func(ctx SpecContext) {
 // newHarness opens a harness on a fresh state dir and, after the spec,
 // checks that no container of that state dir is left behind.
 func newHarness(ctx context.Context, progress *syncBuffer) *harness.Harness {
+	return newHarnessOn(ctx, docker, progress)
+}
+
+// newHarnessOn is newHarness whose harness reaches the engine through api
+// (the real engine with some calls changed, say).
+func newHarnessOn(ctx context.Context, api sandbox.API, progress *syncBuffer) *harness.Harness {
 	state := GinkgoT().TempDir()
 	// The harness's diagnostics (warnings of engine calls that failed, for
 	// one) are shown with a spec that fails.
-	opts := harness.Options{StateDir: state, InitBinary: initBinary, Docker: docker,
+	opts := harness.Options{StateDir: state, InitBinary: initBinary, Docker: api,
 		Logger: slog.New(slog.NewTextHandler(GinkgoWriter, &slog.HandlerOptions{Level: slog.LevelDebug}))}
 	if progress != nil {
 		opts.Progress = progress

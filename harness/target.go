@@ -267,6 +267,17 @@ func (t runTarget) DisconnectSandbox(ctx context.Context) error {
 	t.met(fmt.Sprintf("attempt %d's container was detached from network %s", sup.current, network))
 	t.engineLater(ctx, func(kctx context.Context, eng *sandbox.Engine) error {
 		if err := eng.Disconnect(kctx, network, id); err != nil {
+			if !errors.Is(err, sandbox.ErrNotFound) {
+				// As for a pause: a call that failed may have landed all
+				// the same, and nothing would attach the sandbox again.
+				uctx, cancel := context.WithTimeout(context.WithoutCancel(kctx), 30*time.Second)
+				defer cancel()
+				if attached, aerr := eng.Attached(uctx, network, id); aerr == nil && !attached {
+					if cerr := eng.Connect(uctx, network, id); cerr != nil {
+						err = errors.Join(err, cerr)
+					}
+				}
+			}
 			return err
 		}
 		attached, err := eng.Attached(kctx, network, id)
