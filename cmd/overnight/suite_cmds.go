@@ -263,7 +263,7 @@ first by the next suite of the same run flags (--no-corpus: neither).`,
 				}
 			}
 			if parallel < 0 || parallel > suite.MaxParallel {
-				return usagef("--parallel %d: want 1..%d (0: %d, four per CPU)", parallel, suite.MaxParallel, suite.DefaultParallel())
+				return usagef("--parallel %d: want 1..%d (0: %d, two per CPU)", parallel, suite.MaxParallel, suite.DefaultParallel())
 			}
 			var agentList []string
 			for _, a := range strings.Split(agents, ",") {
@@ -313,7 +313,7 @@ first by the next suite of the same run flags (--no-corpus: neither).`,
 	f := cmd.Flags()
 	f.StringVar(&seeds, "seeds", "5", "the seeds, each a trial of every scenario and agent: N for 1..N, or a list such as 1-5,9")
 	f.StringVar(&agents, "agents", "", "agent variants, comma-separated: default (each scenario's own agent), a variant's name, or all (default: each scenario's own)")
-	f.IntVar(&parallel, "parallel", 0, fmt.Sprintf("runs at once (default %d: four per CPU, at most 32)", suite.DefaultParallel()))
+	f.IntVar(&parallel, "parallel", 0, fmt.Sprintf("runs at once (default %d: two per CPU, at most 32)", suite.DefaultParallel()))
 	f.StringVar(&shard, "shard", "", "run only share i of n (i/n), split by a stable hash of each case, for the jobs of a CI matrix; merge the shards' --json with `suite merge`")
 	f.BoolVar(&noCorpus, "no-corpus", false, "neither re-run the cases earlier suites saw fail first, nor record this suite's")
 	rf.register(f, reflect.LessonsNone, "lessons a scenario with reflection hands its agent: none (each run's own: trials stay independent) or memory (shared across the suite's runs)")

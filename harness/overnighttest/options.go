@@ -177,7 +177,7 @@ func Logger(l *slog.Logger) Option {
 }
 
 // Parallel is how many of RunTrials' runs go at once. Default:
-// suite.DefaultParallel() (four per CPU, at most 32). Run ignores it.
+// suite.DefaultParallel() (two per CPU, at most 32). Run ignores it.
 func Parallel(n int) Option {
 	return func(c *config) error {
 		if n < 1 || n > suite.MaxParallel {

@@ -29,9 +29,11 @@ const SpanSuite = "overnight.suite"
 const MaxParallel = 256
 
 // DefaultParallel is the worker pool's size when Options.Parallel is 0:
-// four runs per CPU (a run mostly waits — for its container to start, for
-// the agent), at most 32.
-func DefaultParallel() int { return min(4*runtime.NumCPU(), 32) }
+// two runs per CPU, at most 32. A run waits for its container to start and
+// for its agent, but starting a container is CPU the engine spends: on the
+// reference machine (2 cores) a suite of deploy runs was fastest at 2 and 4
+// at once, and slower at 8 (BENCHMARKS.md, "Suites").
+func DefaultParallel() int { return min(2*runtime.NumCPU(), 32) }
 
 // Options say how a suite runs.
 type Options struct {
