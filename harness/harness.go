@@ -182,8 +182,8 @@ func Open(ctx context.Context, opts Options) (*Harness, error) {
 		opts.Crash = func() { _ = syscall.Kill(os.Getpid(), syscall.SIGKILL) }
 	}
 	if opts.Existing {
-		if _, err := os.Stat(filepath.Join(abs, "journal")); err != nil {
-			return nil, fmt.Errorf("%w %s (it holds no journal; wrong --state? runs live in the state dir `overnight run` used)", ErrNoStateDir, abs)
+		if err := requireJournal(abs); err != nil {
+			return nil, err
 		}
 	}
 	j, err := journal.Open(abs, journal.Options{Logger: opts.Logger})
@@ -205,15 +205,18 @@ func DefaultWorlds() *world.Registry {
 	return r
 }
 
+// requireJournal refuses a state dir that holds no journal.
+func requireJournal(abs string) error {
+	if _, err := os.Stat(filepath.Join(abs, "journal")); err != nil {
+		return fmt.Errorf("%w %s (it holds no journal; wrong --state? runs live in the state dir `overnight run` used)", ErrNoStateDir, abs)
+	}
+	return nil
+}
+
 // Close releases the state dir. Runs must have returned first.
 func (h *Harness) Close() error {
 	h.control.close()
-	h.mu.Lock()
-	pool := h.pool
-	h.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := pool.Close(ctx); err != nil {
+	if err := h.currentPool().Close(context.Background()); err != nil {
 		h.log.Warn("remove network namespace holders", "err", err)
 	}
 	return h.j.Close()

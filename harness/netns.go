@@ -2,6 +2,7 @@ package harness
 
 import (
 	"context"
+	"slices"
 
 	"github.com/overnight-dev/overnight/sandbox"
 )
@@ -10,10 +11,7 @@ import (
 // sandbox.NetPool), made on first use from the init's sandbox image. Nil
 // when it cannot be made: sandboxes then get namespaces of their own.
 func (h *Harness) netPool(ctx context.Context) *sandbox.NetPool {
-	h.mu.Lock()
-	p := h.pool
-	h.mu.Unlock()
-	if p != nil {
+	if p := h.currentPool(); p != nil {
 		return p
 	}
 	eng, err := h.engine(ctx)
@@ -59,14 +57,8 @@ func (h *Harness) WarmReady() int { return h.currentPool().Idle() }
 // ready when it failed a second later, and slowed the replays' own starts —
 // the engine's CPU is what both wait for.)
 func (h *Harness) warmFor(ctx context.Context, r *run) {
-	n := 0
-	for _, f := range r.faults.faults {
-		if f.kind.Group == "process" && !f.kind.EndsHarness {
-			n = max(n, 1)
-		}
-	}
-	if n > 0 {
-		h.WarmSandboxes(ctx, n)
+	if slices.ContainsFunc(r.faults.faults, func(f *faultState) bool { return f.kind.Group == "process" && !f.kind.EndsHarness }) {
+		h.WarmSandboxes(ctx, 1)
 	}
 }
 

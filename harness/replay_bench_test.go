@@ -2,7 +2,6 @@ package harness
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"runtime/pprof"
 	"syscall"
@@ -11,8 +10,7 @@ import (
 
 	"github.com/overnight-dev/overnight/harness/history"
 	"github.com/overnight-dev/overnight/sandbox/agent"
-	"github.com/overnight-dev/overnight/sandbox/protocol"
-	"github.com/overnight-dev/overnight/scenarios/cloud"
+	"github.com/overnight-dev/overnight/scenarios/agents"
 )
 
 // loadgenScenario is reflect.BenchmarkReplay's scenario.
@@ -26,24 +24,6 @@ llm: {model: scripted, rules: [{when: {}, reply: pong}]}
 invariants: [effects-resolved]
 limits: {timeout: 10m}
 `
-
-// loadgenStep makes request i of the load generator (scenarios/agents
-// Loadgen): in turn an effect, a checkpoint, an LLM call and an event.
-func loadgenStep(ctx context.Context, c *agent.Client, i int) error {
-	var err error
-	switch i % 4 {
-	case 0:
-		_, err = c.EffectWithKey(ctx, fmt.Sprintf("lg-%d", i), cloud.KindSetDNS,
-			map[string]string{"host": fmt.Sprintf("h%d.example.com", i%100), "target": "svc-1.cloud.internal"})
-	case 1:
-		_, err = c.Checkpoint(ctx, i, map[string]int{"i": i})
-	case 2:
-		_, err = c.Chat(ctx, protocol.ChatRequest{Model: "any", Messages: []protocol.ChatMessage{{Role: "user", Content: protocol.MessageContent{Text: "ping"}}}})
-	case 3:
-		err = c.Event(ctx, "progress", "", nil)
-	}
-	return err
-}
 
 // BenchmarkIsolatedReplayKinds is reflect.BenchmarkReplay without the
 // sandbox: a run of the load generator's requests is recorded, then an
@@ -64,7 +44,7 @@ func BenchmarkIsolatedReplayKinds(b *testing.B) {
 		b.Fatal(err)
 	}
 	for i := 0; i < n; i++ {
-		if err := loadgenStep(ctx, rec.sdk, i); err != nil {
+		if err := agents.LoadgenStep(ctx, rec.sdk, i); err != nil {
 			b.Fatalf("record request %d: %v", i, err)
 		}
 	}
@@ -130,7 +110,7 @@ func BenchmarkIsolatedReplayKinds(b *testing.B) {
 	start := time.Now()
 	for i := 0; i < n; i++ {
 		t := time.Now()
-		if err := loadgenStep(ctx, c, i); err != nil {
+		if err := agents.LoadgenStep(ctx, c, i); err != nil {
 			b.Fatalf("replay request %d: %v", i, err)
 		}
 		per[i%4] += time.Since(t)

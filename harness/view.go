@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"sync"
 	"time"
@@ -148,8 +147,8 @@ func OpenView(opts ViewOptions) (*View, error) {
 	if err != nil {
 		return nil, fmt.Errorf("state dir %q: %w", opts.StateDir, err)
 	}
-	if _, err := os.Stat(filepath.Join(abs, "journal")); err != nil {
-		return nil, fmt.Errorf("%w %s (it holds no journal; wrong --state? runs live in the state dir `overnight run` used)", ErrNoStateDir, abs)
+	if err := requireJournal(abs); err != nil {
+		return nil, err
 	}
 	if opts.Gap <= 0 {
 		opts.Gap = DefaultViewGap

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"html/template"
 	"io"
+	"sync"
 
 	"github.com/overnight-dev/overnight/harness/history"
 	"github.com/overnight-dev/overnight/harness/timeline"
@@ -11,7 +12,8 @@ import (
 
 // sectionsHTML renders a run's reflections and the gate's decisions: the
 // part of the reflection report that a run's own report carries too.
-var sectionsHTML = template.Must(template.New("sections").Parse(`{{if not .Reflections}}<p>The run opened no reflection.</p>{{end}}
+var sectionsHTML = sync.OnceValue(func() *template.Template {
+	return template.Must(template.New("sections").Parse(`{{if not .Reflections}}<p>The run opened no reflection.</p>{{end}}
 {{range .Reflections}}<section>
 <h2>Reflection {{.ID}}: {{.Decision}}</h2>
 <p><b>Trigger.</b> {{.Trigger.Kind}} in attempt {{.Trigger.Attempt}}, after step {{.Trigger.Step}}: {{.Trigger.Detail}}</p>
@@ -29,20 +31,22 @@ var sectionsHTML = template.Must(template.New("sections").Parse(`{{if not .Refle
 {{if .Gate}}<table><tr><th>effect</th><th>kind</th><th>policy</th><th>decision</th><th>by</th><th>reason</th></tr>
 {{range .Gate}}<tr><td>{{.Key}}</td><td>{{.Kind}}</td><td>{{.Policy}}</td><td>{{.Decision}}</td><td>{{.By}}</td><td>{{.Reason}}</td></tr>{{end}}</table>
 {{else}}<p>No effect waited at the gate or was denied by it.</p>{{end}}`))
+})
 
 // SectionsHTML renders a run's reflections and the gate's decisions as
 // HTML sections (h2 headings, tables; no styles of their own): the part of
 // the reflection report that a run's own report and the viewer carry too.
 func SectionsHTML(refls []history.ReflectionRecord, gate []history.GateRecord) (template.HTML, error) {
 	var buf bytes.Buffer
-	err := sectionsHTML.Execute(&buf, struct {
+	err := sectionsHTML().Execute(&buf, struct {
 		Reflections []history.ReflectionRecord
 		Gate        []history.GateRecord
 	}{refls, gate})
 	return template.HTML(buf.String()), err
 }
 
-var reportHTML = template.Must(template.New("report").Parse(`<!DOCTYPE html>
+var reportHTML = sync.OnceValue(func() *template.Template {
+	return template.Must(template.New("report").Parse(`<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>Reflections of run {{.RunID}}</title>
 <style>
 body{font-family:system-ui,sans-serif;max-width:1000px;margin:2em auto;padding:0 1em;color:#222;line-height:1.45}
@@ -58,6 +62,7 @@ blockquote{border-left:4px solid #1565c0;margin:.5em 0;padding:.2em .8em;backgro
 {{.Sections}}
 </body></html>
 `))
+})
 
 // WriteHTML writes the report as one self-contained HTML page (no external
 // assets), with an SVG timeline of the run's attempts, steps, effects,
@@ -69,7 +74,7 @@ func (rep *Report) WriteHTML(w io.Writer) error {
 		return err
 	}
 	var buf bytes.Buffer
-	err = reportHTML.Execute(&buf, struct {
+	err = reportHTML().Execute(&buf, struct {
 		*Report
 		SVG, Sections template.HTML
 	}{rep, timeline.SVG(rep.Timeline), sections})

@@ -190,27 +190,13 @@ func (e *Engine) Create(ctx context.Context, spec Spec) (*Sandbox, error) {
 	case spec.NetNS != "":
 		netMode = container.NetworkMode("container:" + spec.NetNS)
 	}
-	host := &container.HostConfig{
-		NetworkMode:    netMode,
-		ReadonlyRootfs: true,
-		Tmpfs:          tmpfs,
-		Mounts:         mounts,
-		CapDrop:        []string{"ALL"},
-		SecurityOpt:    []string{"no-new-privileges"},
-		Privileged:     false,
-		RestartPolicy:  container.RestartPolicy{Name: container.RestartPolicyDisabled},
-		AutoRemove:     false,
-		IpcMode:        container.IPCModePrivate,
-		LogConfig: container.LogConfig{Type: "json-file", Config: map[string]string{
-			"max-size": "8m", "max-file": "2",
-		}},
-		Resources: container.Resources{
-			Memory:     limits.MemoryBytes,
-			MemorySwap: limits.MemoryBytes, // equal to Memory: no swap
-			PidsLimit:  &pids,
-			NanoCPUs:   limits.NanoCPUs,
-		},
-	}
+	host := hardenedHost(netMode, "8m", 2, container.Resources{
+		Memory:     limits.MemoryBytes,
+		MemorySwap: limits.MemoryBytes, // equal to Memory: no swap
+		PidsLimit:  &pids,
+		NanoCPUs:   limits.NanoCPUs,
+	})
+	host.Tmpfs, host.Mounts = tmpfs, mounts
 	resp, err := e.api.ContainerCreate(ctx, cfg, host, nil, nil, name)
 	if err != nil {
 		if cerrdefs.IsConflict(err) {
@@ -299,6 +285,28 @@ func ContainerName(runID string, attempt int) string {
 		run = run[:100]
 	}
 	return fmt.Sprintf("overnight-%s-%d", run, attempt)
+}
+
+// hardenedHost is the HostConfig every container the engine makes shares —
+// a sandbox and a network-namespace holder alike: a read-only root, no
+// capabilities, no new privileges, no restart, a private IPC namespace,
+// json-file logs of at most logFiles files of logSize — with its network
+// mode and resources.
+func hardenedHost(netMode container.NetworkMode, logSize string, logFiles int, res container.Resources) *container.HostConfig {
+	return &container.HostConfig{
+		NetworkMode:    netMode,
+		ReadonlyRootfs: true,
+		CapDrop:        []string{"ALL"},
+		SecurityOpt:    []string{"no-new-privileges"},
+		Privileged:     false,
+		RestartPolicy:  container.RestartPolicy{Name: container.RestartPolicyDisabled},
+		AutoRemove:     false,
+		IpcMode:        container.IPCModePrivate,
+		LogConfig: container.LogConfig{Type: "json-file", Config: map[string]string{
+			"max-size": logSize, "max-file": strconv.Itoa(logFiles),
+		}},
+		Resources: res,
+	}
 }
 
 // Start starts a created sandbox.

@@ -211,6 +211,11 @@ func (p *NetPool) Holders() []string {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	return p.holdersLocked()
+}
+
+// holdersLocked lists the idle holders and those in use.
+func (p *NetPool) holdersLocked() []string {
 	out := append([]string(nil), p.idle...)
 	for id := range p.busy {
 		out = append(out, id)
@@ -230,10 +235,7 @@ func (p *NetPool) Close(ctx context.Context) error {
 	p.mu.Unlock()
 	p.wg.Wait()
 	p.mu.Lock()
-	ids := append([]string(nil), p.idle...)
-	for id := range p.busy {
-		ids = append(ids, id)
-	}
+	ids := p.holdersLocked()
 	p.idle, p.busy = nil, map[string]bool{}
 	p.mu.Unlock()
 	var errs []error
@@ -252,16 +254,7 @@ func (e *Engine) startNetHolder(ctx context.Context, image, pool string) (string
 	pids := int64(8)
 	resp, err := e.api.ContainerCreate(ctx, &container.Config{
 		Image: image, Entrypoint: []string{InitPath, "pause"}, Cmd: []string{}, User: DefaultUser, Labels: labels,
-	}, &container.HostConfig{
-		NetworkMode:    "none",
-		ReadonlyRootfs: true,
-		CapDrop:        []string{"ALL"},
-		SecurityOpt:    []string{"no-new-privileges"},
-		RestartPolicy:  container.RestartPolicy{Name: container.RestartPolicyDisabled},
-		IpcMode:        container.IPCModePrivate,
-		LogConfig:      container.LogConfig{Type: "json-file", Config: map[string]string{"max-size": "64k", "max-file": "1"}},
-		Resources:      container.Resources{Memory: 32 << 20, MemorySwap: 32 << 20, PidsLimit: &pids, NanoCPUs: 100_000_000},
-	}, nil, nil, name)
+	}, hardenedHost("none", "64k", 1, container.Resources{Memory: 32 << 20, MemorySwap: 32 << 20, PidsLimit: &pids, NanoCPUs: 100_000_000}), nil, nil, name)
 	if err != nil {
 		// A create that timed out may have made the container all the
 		// same: nobody would know its id.

@@ -94,6 +94,12 @@ func decodeResult(s string) harness.Result {
 	return res
 }
 
+// runIDOf is the run id that `run` prints first on stderr ("run ID"), which
+// a caller has even when the harness dies.
+func runIDOf(stderr string) string {
+	return strings.TrimPrefix(strings.SplitN(stderr, "\n", 2)[0], "run ")
+}
+
 var _ = Describe("overnight run", func() {
 	It("prints only the JSON result on stdout, the run id on stderr, and exits 0 on pass", func(ctx SpecContext) {
 		state := stateDir()
@@ -158,7 +164,7 @@ var _ = Describe("overnight run", func() {
 		o := overnight(ctx, state, nil, "run", "deploy", "--seed", "1", "--fault", "harness-crash@step:3", "--output", "json")
 		Expect(o.code).To(Equal(128+int(syscall.SIGKILL)), "the harness must really die by SIGKILL:\n%s", o.stderr)
 		Expect(o.stdout).To(BeEmpty())
-		runID := strings.TrimPrefix(strings.SplitN(o.stderr, "\n", 2)[0], "run ")
+		runID := runIDOf(o.stderr)
 		Expect(runID).NotTo(BeEmpty())
 
 		// The orphaned sandbox is still there: nobody cleaned up after the crash.
@@ -329,7 +335,7 @@ var _ = Describe("harness-crash at the hardest point", func() {
 		state := stateDir()
 		o := overnight(ctx, state, nil, "run", "deploy", "--fault", "harness-crash@effect:3", "-o", "json", "-q")
 		Expect(o.code).To(Equal(128+int(syscall.SIGKILL)), o.stderr)
-		runID := strings.TrimPrefix(strings.SplitN(o.stderr, "\n", 2)[0], "run ")
+		runID := runIDOf(o.stderr)
 		r := overnight(ctx, state, nil, "resume", runID, "-o", "json", "-q")
 		Expect(r.code).To(Equal(0), r.stderr)
 		res := decodeResult(r.stdout)
@@ -416,7 +422,7 @@ var _ = Describe("chaos from the command line", func() {
 		state := stateDir()
 		o := overnight(ctx, state, nil, "run", "week", "--fault", "api-version:v2@t:12h/1d", "--fault", "harness-crash@t:13h", "-o", "json", "-q")
 		Expect(o.code).To(Equal(137), o.stderr)
-		id := strings.TrimPrefix(strings.SplitN(o.stderr, "\n", 2)[0], "run ")
+		id := runIDOf(o.stderr)
 		r := overnight(ctx, state, nil, "resume", id, "-o", "json", "-q")
 		Expect(r.code).To(Equal(0), r.stderr)
 		res := decodeResult(r.stdout)
@@ -430,7 +436,7 @@ var _ = Describe("chaos from the command line", func() {
 
 		o = overnight(ctx, state, nil, "run", "deploy", "--fault", "stop:1s@step:2/1h", "--fault", "harness-crash@step:2", "-o", "json", "-q")
 		Expect(o.code).To(Equal(137), o.stderr)
-		id = strings.TrimPrefix(strings.SplitN(o.stderr, "\n", 2)[0], "run ")
+		id = runIDOf(o.stderr)
 		r = overnight(ctx, state, nil, "resume", id, "-o", "json", "-q")
 		Expect(r.code).To(Equal(0), r.stderr)
 		Expect(decodeResult(r.stdout).VirtualMS).To(BeNumerically(">=", time.Hour.Milliseconds()), "the down window outlives the crash")

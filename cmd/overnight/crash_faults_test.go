@@ -175,7 +175,7 @@ var _ = Describe("warm network namespaces of a harness that died", func() {
 			filters.Arg("label", sandbox.LabelState+"="+sandbox.StateHash(state)), filters.Arg("label", sandbox.LabelRole+"="+sandbox.RoleNetNS))})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(holders).To(HaveLen(1), "the dead harness left the holder it warmed for the kill at step 4")
-		runID := strings.TrimPrefix(strings.SplitN(o.stderr, "\n", 2)[0], "run ")
+		runID := runIDOf(o.stderr)
 		r := overnight(ctx, state, nil, "resume", runID, "-o", "json", "-q")
 		Expect(r.code).To(Equal(0), r.stderr)
 		res := decodeResult(r.stdout)

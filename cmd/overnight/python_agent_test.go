@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
 
@@ -128,7 +127,7 @@ var _ = Describe("an agent in Python, in a Debian image", Ordered, func() {
 		state := stateDir()
 		o := overnight(ctx, state, nil, "run", pythonScenario(tag), "--fault", "harness-crash@step:2", "-o", "json", "-q")
 		Expect(o.code).To(Equal(128+int(syscall.SIGKILL)), o.stderr)
-		runID := strings.TrimPrefix(strings.SplitN(o.stderr, "\n", 2)[0], "run ")
+		runID := runIDOf(o.stderr)
 		r := overnight(ctx, state, nil, "resume", runID, "-o", "json", "-q")
 		Expect(r.code).To(Equal(0), r.stderr)
 		res := decodeResult(r.stdout)

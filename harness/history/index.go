@@ -231,7 +231,7 @@ func (ix *RunIndex) sorted() ([]RunRecord, [2][]string) {
 		for _, h := range ix.byID {
 			list = append(list, h.RunRecord)
 			scenarios[h.Scenario] = true
-			agents[agentLabel(h.Agent)] = true
+			agents[AgentLabel(h.Agent)] = true
 		}
 		sort.Slice(list, func(i, k int) bool {
 			if !list[i].StartedAt.Equal(list[k].StartedAt) {
@@ -252,13 +252,15 @@ func (q RunQuery) matches(h RunRecord) bool {
 	}
 	return (q.Isolated || h.Isolated == nil) &&
 		(q.Scenario == "" || q.Scenario == h.Scenario) &&
-		(q.Agent == "" || q.Agent == agentLabel(h.Agent)) &&
+		(q.Agent == "" || q.Agent == AgentLabel(h.Agent)) &&
 		(q.Verdict == "" || q.Verdict == verdict) &&
 		(q.Status == "" || q.Status == h.Status) &&
 		(q.Seed == nil || *q.Seed == h.Seed)
 }
 
-func agentLabel(agent string) string {
+// AgentLabel names an agent as filters, suites and reports do: the
+// scenario's own agent ("") is DefaultAgent.
+func AgentLabel(agent string) string {
 	if agent == "" {
 		return DefaultAgent
 	}

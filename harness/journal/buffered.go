@@ -35,10 +35,6 @@ const (
 // written, so a failure to write them cannot be returned to them: it is
 // sticky, and every later commit fails with it.
 func (j *Journal) CommitBuffered(ctx context.Context, entries ...Entry) error {
-	if j.readOnly {
-		// Refused now, not at the next read that would write the buffer.
-		return fmt.Errorf("commit to the journal in %s: it is open read-only (Options.ReadOnly)", j.dir)
-	}
 	r, err := j.newRequest(ctx, false, entries)
 	if err != nil || r == nil {
 		return err

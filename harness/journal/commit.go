@@ -132,6 +132,11 @@ func (j *Journal) newRequest(ctx context.Context, internal bool, entries []Entry
 	if j.isClosing() {
 		return nil, ErrClosed
 	}
+	if j.readOnly {
+		// Refused now — for a buffered commit, not at the next read that
+		// would write the buffer.
+		return nil, fmt.Errorf("commit to the journal in %s: it is open read-only (Options.ReadOnly)", j.dir)
+	}
 	if len(entries) == 0 {
 		return nil, nil
 	}

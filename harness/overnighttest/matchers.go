@@ -47,14 +47,14 @@ func (m *passMatcher) Match(actual any) (bool, error) {
 }
 
 func (m *passMatcher) FailureMessage(any) string {
-	if !m.set.many {
+	if !m.set.many() {
 		return fmt.Sprintf("Expected %s to pass, but its verdict is %s\n%s", m.set.label(), m.set.runs[0].verdict, m.set.explain(m.set.runs))
 	}
 	return fmt.Sprintf("Expected every one of %s to pass, but %d did not:\n%s", m.set.label(), len(m.failed), m.set.explain(m.failed))
 }
 
 func (m *passMatcher) NegatedFailureMessage(any) string {
-	if !m.set.many {
+	if !m.set.many() {
 		return fmt.Sprintf("Expected %s not to pass, but it passed\n%s", m.set.label(), m.set.explain(m.set.runs))
 	}
 	return fmt.Sprintf("Expected some of %s not to pass, but every one passed:\n%s", m.set.label(), m.set.explain(m.set.runs))
@@ -114,14 +114,14 @@ func invariantOf(r runView, name string) (history.InvariantResult, bool) {
 }
 
 func (m *invariantMatcher) FailureMessage(any) string {
-	if !m.set.many {
+	if !m.set.many() {
 		return fmt.Sprintf("Expected invariant %s to hold in %s, but it failed\n%s", m.name, m.set.label(), m.set.explain(m.set.runs))
 	}
 	return fmt.Sprintf("Expected invariant %s to hold in every one of %s, but it failed in %d:\n%s", m.name, m.set.label(), len(m.violated), m.set.explain(m.violated))
 }
 
 func (m *invariantMatcher) NegatedFailureMessage(any) string {
-	if !m.set.many {
+	if !m.set.many() {
 		inv, _ := invariantOf(m.set.runs[0], m.name)
 		return fmt.Sprintf("Expected invariant %s to be violated in %s, but it held: %s\n%s", m.name, m.set.label(), inv.Detail, m.set.explain(m.set.runs))
 	}
@@ -170,7 +170,7 @@ func unmet(r runView) []history.FaultResult {
 }
 
 func (m *faultsMatcher) FailureMessage(any) string {
-	if !m.set.many {
+	if !m.set.many() {
 		r := m.set.runs[0]
 		var why []string
 		if r.verdict != history.VerdictPass {
@@ -191,7 +191,7 @@ func (m *faultsMatcher) FailureMessage(any) string {
 }
 
 func (m *faultsMatcher) NegatedFailureMessage(any) string {
-	if !m.set.many {
+	if !m.set.many() {
 		r := m.set.runs[0]
 		var specs []string
 		for _, f := range r.faults {

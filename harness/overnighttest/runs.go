@@ -33,10 +33,12 @@ type runView struct {
 // a suite.
 type runSet struct {
 	runs  []runView
-	many  bool
-	suite *suite.Result // the trials' or the suite's result (many only)
+	suite *suite.Result // the trials' or the suite's result; nil for one run
 	note  string        // about the reproducing commands
 }
+
+// many reports whether the set holds trials' or a suite's runs.
+func (s runSet) many() bool { return s.suite != nil }
 
 // accepted names the types the matchers take, for their errors.
 const accepted = "*overnighttest.Result, *overnighttest.Trials, *harness.Result, suite.RunResult or *suite.Result"
@@ -91,7 +93,7 @@ func runsOf(matcher string, actual any) (runSet, error) {
 		if a == nil {
 			break
 		}
-		set := runSet{many: true, suite: a}
+		set := runSet{suite: a}
 		for _, r := range a.Runs {
 			set.runs = append(set.runs, fromSuiteRun(r))
 		}
@@ -224,7 +226,7 @@ func plural(n int) string {
 // full), with the note on reproducing commands once at the end.
 func (s runSet) explain(runs []runView) string {
 	var b strings.Builder
-	if !s.many {
+	if !s.many() {
 		b.WriteString(runs[0].describe("  "))
 	} else {
 		for i, r := range runs {
@@ -248,7 +250,7 @@ func (s runSet) explain(runs []runView) string {
 // label names the runs: `run R (deploy, seed 3)`, or `the 5 runs of deploy
 // (agent default, seeds 1-5)`.
 func (s runSet) label() string {
-	if !s.many {
+	if !s.many() {
 		return s.runs[0].label()
 	}
 	var groups []string

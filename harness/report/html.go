@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"html/template"
 	"io"
+	"sync"
 )
 
 // Style is the stylesheet of overnight's HTML pages — the run and suite
@@ -23,17 +24,19 @@ details{margin:.3em 0}summary{cursor:pointer}`
 
 // pageHTML is a self-contained page: the stylesheet inlined, no script, no
 // external asset.
-var pageHTML = template.Must(template.New("page").Parse(`<!DOCTYPE html>
+var pageHTML = sync.OnceValue(func() *template.Template {
+	return template.Must(template.New("page").Parse(`<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{{.Title}}</title>
 <style>{{.Style}}</style></head><body>
 {{.Body}}
 </body></html>
 `))
+})
 
 // writePage writes body as one self-contained HTML page.
 func writePage(w io.Writer, title string, body template.HTML) error {
 	var buf bytes.Buffer
-	if err := pageHTML.Execute(&buf, struct {
+	if err := pageHTML().Execute(&buf, struct {
 		Title string
 		Style template.CSS
 		Body  template.HTML

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/overnight-dev/overnight/harness"
@@ -98,7 +99,7 @@ func when(b bool) string {
 func newRunModel(f *history.Full) *runModel {
 	run := f.Run
 	rec := run.Record
-	m := &runModel{Rec: rec, Res: rec.Result, Agent: agentName(rec.Agent), Verdict: rec.Verdict, Reason: rec.Reason,
+	m := &runModel{Rec: rec, Res: rec.Result, Agent: history.AgentLabel(rec.Agent), Verdict: rec.Verdict, Reason: rec.Reason,
 		Started: rec.StartedAt.UTC().Format(time.RFC3339), Reproduce: harness.ReproduceCommand(rec),
 		Marks: timeline.Marks(f), Reflections: f.Reflections, Gate: f.Gate,
 		Reflective: len(f.Reflections) > 0 || len(f.Gate) > 0}
@@ -195,13 +196,6 @@ func llmSoFar(exchanges []history.LLMRecord) *history.LLMTotals {
 	return t
 }
 
-func agentName(agent string) string {
-	if agent == "" {
-		return "default"
-	}
-	return agent
-}
-
 // VerdictText is a verdict for a person: the verdict, or the status of a
 // run that has none yet.
 func (m *runModel) VerdictText() string {
@@ -244,7 +238,8 @@ func (m *runModel) EffectsText() string {
 	return fmt.Sprintf("%d effects so far (the counts come with the verdict).", len(m.Effects))
 }
 
-var runHTML = template.Must(template.New("run").Parse(`<h1>Run {{.Rec.ID}}</h1>
+var runHTML = sync.OnceValue(func() *template.Template {
+	return template.Must(template.New("run").Parse(`<h1>Run {{.Rec.ID}}</h1>
 <p>Verdict: <b class="{{.Verdict}}">{{.VerdictText}}</b>{{if .Reason}} — {{.Reason}}{{end}}</p>
 <dl class="facts">
 <dt>scenario</dt><dd>{{.Rec.Scenario}} <span class="muted">({{.Rec.Source}})</span></dd>
@@ -280,6 +275,7 @@ var runHTML = template.Must(template.New("run").Parse(`<h1>Run {{.Rec.ID}}</h1>
 <h2>LLM</h2>
 <p>{{.LLMText}}</p>
 {{.Sections}}`))
+})
 
 // RunOptions change what a run's HTML report shows. The zero value is the
 // report as `overnight report` writes it.
@@ -299,7 +295,7 @@ func RunBody(f *history.Full, _ RunOptions) (template.HTML, error) {
 			return "", err
 		}
 	}
-	return render(runHTML, struct {
+	return render(runHTML(), struct {
 		*runModel
 		SVG, Sections template.HTML
 	}{m, timeline.SVG(m.Marks), sections})

@@ -3,6 +3,7 @@ package report
 import (
 	"html/template"
 	"io"
+	"sync"
 
 	"github.com/overnight-dev/overnight/harness/suite"
 )
@@ -31,7 +32,8 @@ type failedRow struct {
 	Link string
 }
 
-var suiteHTML = template.Must(template.New("suite").Parse(`<h1>Suite {{.Res.Suite.ID}}: <span class="{{.Class}}">{{.Headline}}</span></h1>
+var suiteHTML = sync.OnceValue(func() *template.Template {
+	return template.Must(template.New("suite").Parse(`<h1>Suite {{.Res.Suite.ID}}: <span class="{{.Class}}">{{.Headline}}</span></h1>
 {{with .Res.Requirement}}<p>Requirement <code>{{.Expression}}</code>: <b class="{{$.Class}}">{{.Outcome}}</b>. {{.Detail}}</p>
 {{end}}<p>{{.Sum.Runs}} runs in {{.Sum.Groups}} groups: {{.Sum.Passes}} passed, {{.Sum.Fails}} failed, {{.Sum.Unknown}} unknown{{if .Res.Suite.Interrupted}} (<b>interrupted</b>: not every run ran; those stopped are resumable){{end}}.
 Started {{.Started}}, {{.Wall}} s, parallel {{.Res.Suite.Parallel}}{{with .Res.Suite.Shard}}, shard {{.}}{{end}}{{if .Res.Merged}}, merged from {{len .Res.Merged}} shards{{end}}.</p>
@@ -47,6 +49,7 @@ Started {{.Started}}, {{.Wall}} s, parallel {{.Res.Suite.Parallel}}{{with .Res.S
 {{else}}<p>Every run passed.</p>{{end}}
 {{with .Res.Corpus}}{{if or .Rerun .Added}}<p>Failing-seed corpus: {{.Rerun}} re-run first ({{.Fixed}} fixed, {{.StillFail}} still failing), {{.Added}} added.</p>{{end}}{{end}}
 {{if .Res.Errors}}<h2>Harness errors ({{len .Res.Errors}})</h2><ul>{{range .Res.Errors}}<li>{{.}}</li>{{end}}</ul>{{end}}`))
+})
 
 // SuiteBody renders a suite's report as HTML to put inside a page: the
 // requirement and its outcome, the groups with pass^k and pass@k, and the
@@ -87,7 +90,7 @@ func SuiteBody(res *suite.Result, opts SuiteOptions) (template.HTML, error) {
 		}
 		failed = append(failed, fr)
 	}
-	return render(suiteHTML, struct {
+	return render(suiteHTML(), struct {
 		Res                            *suite.Result
 		Sum                            suite.Summary
 		Headline, Class, Started, Wall string

@@ -32,7 +32,7 @@ func withCorpus(h *harness.Harness, plan *Plan, cases []Case, config string) ([]
 	for _, rec := range recs {
 		c := Case{Scenario: rec.Scenario, Agent: rec.Agent, Seed: rec.Seed, FromCorpus: true}
 		corpus[c.ID()] = rec
-		if !rec.Failing() || !slices.Contains(agents[rec.Scenario], agentLabel(rec.Agent)) {
+		if !rec.Failing() || !slices.Contains(agents[rec.Scenario], history.AgentLabel(rec.Agent)) {
 			continue
 		}
 		if i, ok := index[c.ID()]; ok {

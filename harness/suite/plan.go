@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/overnight-dev/overnight/chaos"
+	"github.com/overnight-dev/overnight/harness/history"
 	"github.com/overnight-dev/overnight/scenarios"
 )
 
@@ -94,7 +95,7 @@ type Case struct {
 
 // ID names the case: scenario/agent/seed.
 func (c Case) ID() string {
-	return c.Scenario + "/" + agentLabel(c.Agent) + "/" + strconv.FormatInt(c.Seed, 10)
+	return c.Scenario + "/" + history.AgentLabel(c.Agent) + "/" + strconv.FormatInt(c.Seed, 10)
 }
 
 // Plan is a suite's cases, in the order they run, and the scenarios they
@@ -184,7 +185,7 @@ func Build(spec Spec, resolve func(string) (*scenarios.Scenario, error)) (*Plan,
 		}
 		ref := ScenarioRef{Name: scen.Name, Source: src, SHA256: sum(scen.Raw)}
 		for _, a := range agents {
-			ref.Agents = append(ref.Agents, agentLabel(a))
+			ref.Agents = append(ref.Agents, history.AgentLabel(a))
 			for _, seed := range seeds {
 				p.Cases = append(p.Cases, Case{Scenario: scen.Name, Agent: a, Seed: seed})
 			}

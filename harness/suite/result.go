@@ -127,14 +127,7 @@ type exactK struct {
 }
 
 // AgentLabel is how the default agent ("") is named in results.
-const AgentLabel = "default"
-
-func agentLabel(agent string) string {
-	if agent == "" {
-		return AgentLabel
-	}
-	return agent
-}
+const AgentLabel = history.DefaultAgent
 
 // Tally computes the groups and the summary from the runs.
 func (r *Result) Tally() {

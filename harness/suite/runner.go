@@ -189,7 +189,7 @@ func saveSuite(ctx context.Context, h *harness.Harness, rec history.SuiteRecord,
 
 // runCase runs one case to its verdict.
 func runCase(ctx context.Context, h *harness.Harness, plan *Plan, c Case, faults []chaos.Spec) RunResult {
-	rr := RunResult{Scenario: c.Scenario, Agent: agentLabel(c.Agent), Seed: c.Seed, Verdict: history.VerdictUnknown,
+	rr := RunResult{Scenario: c.Scenario, Agent: history.AgentLabel(c.Agent), Seed: c.Seed, Verdict: history.VerdictUnknown,
 		FromCorpus: c.FromCorpus, Counted: !c.Extra, Faults: []history.FaultResult{}, Invariants: []history.InvariantResult{}}
 	seed := c.Seed
 	cfg := plan.Config

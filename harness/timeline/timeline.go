@@ -2,7 +2,7 @@
 // attempts and restarts, steps (checkpoints), effects, faults, the
 // reflections' isolated re-runs and decisions, and the gate's decisions.
 // It is the one timeline renderer of overnight: the reflection report, the
-// run and suite reports and the viewer (overnight serve) all draw with it.
+// run report and the viewer (overnight serve) all draw with it.
 //
 // It reads a run through history.Full and draws; it reads no state dir
 // and writes nothing.

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/overnight-dev/overnight/harness/history"
 	"github.com/overnight-dev/overnight/harness/report"
@@ -14,7 +15,8 @@ import (
 // maxEvents bounds the trajectory a run page shows (its newest events).
 const maxEvents = 500
 
-var runHTML = template.Must(template.New("run").Funcs(funcs).Parse(`<p class="muted">Reports of this run: <a href="{{.Base}}/report.html">HTML</a> · <a href="{{.Base}}/report.md">Markdown</a>{{if .HasResult}} · <a href="{{.Base}}/result.json">result (JSON)</a>{{end}}{{if .Parent}} · re-run of <a href="{{runLink .Parent}}">{{.Parent}}</a>{{end}}</p>
+var runHTML = sync.OnceValue(func() *template.Template {
+	return template.Must(template.New("run").Funcs(funcs).Parse(`<p class="muted">Reports of this run: <a href="{{.Base}}/report.html">HTML</a> · <a href="{{.Base}}/report.md">Markdown</a>{{if .HasResult}} · <a href="{{.Base}}/result.json">result (JSON)</a>{{end}}{{if .Parent}} · re-run of <a href="{{runLink .Parent}}">{{.Parent}}</a>{{end}}</p>
 {{.Report}}
 {{if .Isolated}}<h2>Isolated re-runs of its reflections</h2>
 <table><tr><th>run</th><th>purpose</th><th>verdict</th><th>reason</th></tr>
@@ -35,6 +37,7 @@ var runHTML = template.Must(template.New("run").Funcs(funcs).Parse(`<p class="mu
 <details{{if .Stderr}} open{{end}}><summary>stderr ({{len .Stderr}} bytes)</summary><pre>{{.Stderr}}</pre></details>
 {{else}}<p class="muted">{{if .End}}It wrote nothing.{{else}}Its output is kept when it ends.{{end}}</p>{{end}}
 {{else}}<p>No attempt started.</p>{{end}}`))
+})
 
 // run is a run's page: its report (timeline, invariants, faults, effects,
 // attempts, LLM totals, reflections, gate) and what only the viewer shows —
@@ -72,7 +75,7 @@ func (v *Viewer) run(w http.ResponseWriter, r *http.Request) {
 	if n := len(data.Events); n > maxEvents {
 		data.Events, data.EventsCut = data.Events[n-maxEvents:], n
 	}
-	body, err := render(runHTML, data)
+	body, err := render(runHTML(), data)
 	if err != nil {
 		v.fail(w, r, err)
 		return

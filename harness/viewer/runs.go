@@ -5,11 +5,13 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"sync"
 
 	"github.com/overnight-dev/overnight/harness/history"
 )
 
-var runsHTML = template.Must(template.New("runs").Funcs(funcs).Parse(`<h1>Runs</h1>
+var runsHTML = sync.OnceValue(func() *template.Template {
+	return template.Must(template.New("runs").Funcs(funcs).Parse(`<h1>Runs</h1>
 <form class="filters" method="get" action="/runs">
 <label>scenario<select name="scenario"><option value="">all</option>{{range .Page.Scenarios}}<option{{if eq . $.Q.Scenario}} selected{{end}}>{{.}}</option>{{end}}</select></label>
 <label>agent<select name="agent"><option value="">all</option>{{range .Page.Agents}}<option{{if eq . $.Q.Agent}} selected{{end}}>{{.}}</option>{{end}}</select></label>
@@ -24,6 +26,7 @@ var runsHTML = template.Must(template.New("runs").Funcs(funcs).Parse(`<h1>Runs</
 {{if .Page.Runs}}<table><tr><th>run</th><th>scenario</th><th>agent</th><th class="n">seed</th><th>status</th><th>verdict</th><th class="n">attempts</th><th>started (UTC)</th><th>duration</th><th>reason</th></tr>
 {{range .Page.Runs}}<tr><td><a href="{{runLink .ID}}">{{.ID}}</a>{{with .Isolated}}<br><span class="muted">{{.Purpose}} of {{.Parent}}</span>{{end}}</td><td>{{.Scenario}}</td><td>{{agent .Agent}}</td><td class="n">{{.Seed}}</td><td>{{.Status}}</td><td class="{{.Verdict}}">{{if .Verdict}}{{.Verdict}}{{else}}–{{end}}</td><td class="n">{{.Attempts}}</td><td>{{when .StartedAt}}</td><td>{{dur .StartedAt .EndedAt}}</td><td>{{short .Reason 90}}</td></tr>
 {{end}}</table>{{end}}`))
+})
 
 // runs is the list of runs, with filters and paging.
 func (v *Viewer) runs(w http.ResponseWriter, r *http.Request) {
@@ -62,7 +65,7 @@ func (v *Viewer) runs(w http.ResponseWriter, r *http.Request) {
 	for _, h := range pg.Runs {
 		live = live || h.Status == history.StatusRunning
 	}
-	body, err := render(runsHTML, data)
+	body, err := render(runsHTML(), data)
 	if err != nil {
 		v.fail(w, r, err)
 		return

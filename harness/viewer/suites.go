@@ -4,17 +4,20 @@ import (
 	"html/template"
 	"net/http"
 	"net/url"
+	"sync"
 
 	"github.com/overnight-dev/overnight/harness/history"
 	"github.com/overnight-dev/overnight/harness/report"
 	"github.com/overnight-dev/overnight/harness/suite"
 )
 
-var suitesHTML = template.Must(template.New("suites").Funcs(funcs).Parse(`<h1>Suites</h1>
+var suitesHTML = sync.OnceValue(func() *template.Template {
+	return template.Must(template.New("suites").Funcs(funcs).Parse(`<h1>Suites</h1>
 {{if .}}<table><tr><th>suite</th><th>started (UTC)</th><th>duration</th><th class="n">runs</th><th class="n">pass</th><th class="n">fail</th><th class="n">unknown</th><th>pass^1</th><th>requirement</th></tr>
 {{range .}}<tr><td><a href="{{.Link}}">{{.Rec.ID}}</a></td><td>{{when .Rec.StartedAt}}</td><td>{{if .Res}}{{dur .Rec.StartedAt .Rec.EndedAt}}{{else}}running, or its process died{{end}}</td>
 {{with .Res}}<td class="n">{{.Summary.Runs}}</td><td class="n">{{.Summary.Passes}}</td><td class="n">{{.Summary.Fails}}</td><td class="n">{{.Summary.Unknown}}</td><td>{{with .Summary.PassK}}{{printf "%.4f" (index . 0)}}{{else}}–{{end}}</td><td>{{with .Requirement}}<code>{{.Expression}}</code>: <span class="{{if eq .Outcome "met"}}pass{{else if eq .Outcome "failed"}}fail{{else}}unknown{{end}}">{{.Outcome}}</span>{{else}}–{{end}}</td>{{else}}<td colspan="6" class="muted">no result yet</td>{{end}}</tr>
 {{end}}</table>{{else}}<p>No suite has run in this state dir (<code>overnight suite</code>).</p>{{end}}`))
+})
 
 type suiteItem struct {
 	Rec  history.SuiteRecord
@@ -37,7 +40,7 @@ func (v *Viewer) suites(w http.ResponseWriter, r *http.Request) {
 		}
 		items = append(items, suiteItem{Rec: rec, Res: res, Link: "/suites/" + url.PathEscape(rec.ID)})
 	}
-	body, err := render(suitesHTML, items)
+	body, err := render(suitesHTML(), items)
 	if err != nil {
 		v.fail(w, r, err)
 		return

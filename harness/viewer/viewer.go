@@ -21,6 +21,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/overnight-dev/overnight/harness"
@@ -102,7 +103,8 @@ type page struct {
 	Via      string
 }
 
-var layout = template.Must(template.New("layout").Parse(`<!DOCTYPE html>
+var layout = sync.OnceValue(func() *template.Template {
+	return template.Must(template.New("layout").Parse(`<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{{.Title}} — overnight</title>
 {{if .Refresh}}<meta http-equiv="refresh" content="{{.Refresh}}">
 {{end}}<style>{{.Style}}</style></head><body>
@@ -111,6 +113,7 @@ var layout = template.Must(template.New("layout").Parse(`<!DOCTYPE html>
 {{.Body}}
 </body></html>
 `))
+})
 
 // write renders a page with status 200.
 func (v *Viewer) write(w http.ResponseWriter, r *http.Request, p page) {
@@ -120,7 +123,7 @@ func (v *Viewer) write(w http.ResponseWriter, r *http.Request, p page) {
 		p.Via = "read-only; the state dir is owned by a live process: read through its control socket"
 	}
 	var buf bytes.Buffer
-	if err := layout.Execute(&buf, struct {
+	if err := layout().Execute(&buf, struct {
 		page
 		Style template.CSS
 	}{p, report.Style}); err != nil {
@@ -152,7 +155,7 @@ func (v *Viewer) fail(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(status)
-	_ = layout.Execute(w, struct {
+	_ = layout().Execute(w, struct {
 		page
 		Style template.CSS
 	}{page{Title: http.StatusText(status), StateDir: v.src.StateDir(), Via: "read-only",
@@ -185,12 +188,7 @@ var funcs = template.FuncMap{
 		}
 		return t.UTC().Format("2006-01-02 15:04:05")
 	},
-	"agent": func(a string) string {
-		if a == "" {
-			return history.DefaultAgent
-		}
-		return a
-	},
+	"agent":   history.AgentLabel,
 	"runLink": runPath,
 	"pretty":  pretty,
 	"dur": func(from, to time.Time) string {

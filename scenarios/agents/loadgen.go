@@ -34,22 +34,9 @@ func Loadgen(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "loadgen:", err)
 		return 1
 	}
-	chat := protocol.ChatRequest{Model: "any", Messages: []protocol.ChatMessage{{Role: "user", Content: protocol.MessageContent{Text: "ping"}}}}
 	start := time.Now()
 	for i := 0; i < *n; i++ {
-		var err error
-		switch i % 4 {
-		case 0:
-			_, err = c.EffectWithKey(ctx, fmt.Sprintf("lg-%d", i), cloud.KindSetDNS,
-				map[string]string{"host": fmt.Sprintf("h%d.example.com", i%100), "target": "svc-1.cloud.internal"})
-		case 1:
-			_, err = c.Checkpoint(ctx, i, map[string]int{"i": i})
-		case 2:
-			_, err = c.Chat(ctx, chat)
-		case 3:
-			err = c.Event(ctx, "progress", "", nil)
-		}
-		if err != nil {
+		if err := LoadgenStep(ctx, c, i); err != nil {
 			fmt.Fprintf(stderr, "loadgen: request %d: %v\n", i, err)
 			return 1
 		}
@@ -61,4 +48,22 @@ func Loadgen(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// LoadgenStep makes request i of Loadgen: in turn an effect, a checkpoint,
+// an LLM call and an event.
+func LoadgenStep(ctx context.Context, c *agent.Client, i int) error {
+	var err error
+	switch i % 4 {
+	case 0:
+		_, err = c.EffectWithKey(ctx, fmt.Sprintf("lg-%d", i), cloud.KindSetDNS,
+			map[string]string{"host": fmt.Sprintf("h%d.example.com", i%100), "target": "svc-1.cloud.internal"})
+	case 1:
+		_, err = c.Checkpoint(ctx, i, map[string]int{"i": i})
+	case 2:
+		_, err = c.Chat(ctx, protocol.ChatRequest{Model: "any", Messages: []protocol.ChatMessage{{Role: "user", Content: protocol.MessageContent{Text: "ping"}}}})
+	case 3:
+		err = c.Event(ctx, "progress", "", nil)
+	}
+	return err
 }
