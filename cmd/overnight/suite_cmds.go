@@ -307,7 +307,7 @@ first by the next suite of the same run flags (--no-corpus: neither).`,
 			if err != nil {
 				fmt.Fprintln(g.stderr, "overnight:", err)
 			}
-			return out.write(g, res, func(id string) (*history.Full, error) { return h.History().Full(ctx, id) })
+			return out.write(g, res, func(id string) (*history.Full, error) { return h.Full(ctx, id) })
 		},
 	}
 	f := cmd.Flags()
