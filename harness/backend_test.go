@@ -198,6 +198,29 @@ var _ = Describe("the gateway with the real backend, journal and world", func() 
 		Expect(body).To(MatchJSON(`{"seq":2,"step":2,"state":{"a":2}}`))
 	})
 
+	It("takes the SDK's checkpoints as its doc says: unconditional before Resume, expect_seq after", func() {
+		tok := lr.attempt()
+		// Two writers of one attempt, neither of which read the checkpoint:
+		// the SDK sends no expect_seq, and each write is taken as it is.
+		first, second := lr.sdk(tok), lr.sdk(tok)
+		Expect(first.Checkpoint(ctx, 1, map[string]int{"a": 1})).To(Equal(int64(1)))
+		Expect(second.Checkpoint(ctx, 5, map[string]int{"b": 5})).To(Equal(int64(2)))
+
+		// A writer that resumed sends the seq it read: a checkpoint another
+		// writer made since is refused, not overwritten.
+		reader := lr.sdk(tok)
+		cp, err := reader.Resume(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(cp.Seq).To(Equal(int64(2)))
+		Expect(second.Checkpoint(ctx, 6, map[string]int{"b": 6})).To(Equal(int64(3)))
+		_, err = reader.Checkpoint(ctx, 3, map[string]int{"r": 3})
+		Expect(err).To(MatchError(agent.ErrConflict))
+		cp, err = reader.Resume(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(cp.Step).To(Equal(6))
+		Expect(reader.Checkpoint(ctx, 7, map[string]int{"r": 7})).To(Equal(int64(4)))
+	})
+
 	It("returns a repeated effect key's recorded result without touching the world", func() {
 		c := lr.sdk(lr.attempt())
 		first, err := c.EffectWithKey(ctx, "step-1/0", cloud.KindCreateNetwork, map[string]string{"name": "prod-net"})

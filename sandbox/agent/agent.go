@@ -5,7 +5,8 @@
 // sandbox's init relay) with three conveniences:
 //
 //   - Resume and Checkpoint track the last checkpoint's seq, so every
-//     checkpoint is written with expect_seq and a retry of it is safe;
+//     checkpoint after a Resume is written with expect_seq (a concurrent
+//     writer is refused, not overwritten) and a retry of it is safe;
 //   - Effect derives a stable idempotency key from the checkpointed step
 //     ("step-3/0", then "step-3/1" for the next effect of the same step),
 //     so an effect repeated after a crash returns its recorded result
@@ -248,9 +249,20 @@ func (c *Client) Resume(ctx context.Context) (protocol.Checkpoint, error) {
 	return cp, nil
 }
 
-// Checkpoint durably records step and state, expecting the checkpoint read
-// by Resume or written by the previous Checkpoint (409 conflict otherwise).
-// It returns the new seq. Retrying it after a lost reply is safe.
+// Checkpoint durably records step and state and returns the new seq.
+//
+// After Resume or an earlier Checkpoint, the write carries expect_seq: the
+// seq this client last read or wrote. The gateway refuses it with 409
+// conflict (ErrConflict) when another writer has checkpointed since — a
+// second process or goroutine holding the same attempt's token; an older
+// attempt is fenced (ErrFenced) whatever it sends. On ErrConflict, Resume
+// and go on from what the checkpoint says. Before any Resume or Checkpoint
+// the client knows no seq and sends none, and the gateway accepts a
+// checkpoint without expect_seq unconditionally.
+//
+// Retrying it after a lost reply is safe: the gateway answers a repeat of
+// the last committed write (same step, state and expect_seq, same attempt)
+// with its seq.
 func (c *Client) Checkpoint(ctx context.Context, step int, state any) (int64, error) {
 	raw, err := json.Marshal(state)
 	if err != nil {

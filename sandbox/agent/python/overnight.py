@@ -21,7 +21,10 @@ What it does for you:
 - effect() derives a stable idempotency key from the last checkpointed
   step ("step-<N>/<k>"), so an attempt that resumes after a crash sends
   the same keys and gets the recorded answers instead of acting twice.
-- checkpoint() sends expect_seq, so a zombie attempt's write is refused.
+- checkpoint() sends expect_seq (the seq resume() read, or the last
+  checkpoint's), so a checkpoint another writer made in between is refused
+  (Conflict), never overwritten; call resume() first. A zombie of an
+  earlier attempt is refused anyway: its token is fenced.
 - chat() calls the model through the gateway's OpenAI-compatible endpoint
   and waits out a 429 for its Retry-After (in real time), retries a 5xx
   and a reset connection, and returns the answer as a dict.
