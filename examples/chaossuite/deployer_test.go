@@ -27,7 +27,7 @@ var _ = Describe("the built-in deployer", func() {
 	// SIGKILLs the harness, which in this suite is the test process itself
 	// (overnighttest refuses it: ErrHarnessCrash). Test it with the
 	// overnight CLI as a child process — overnight run deploy --fault
-	// harness-crash@step:3, then overnight resume RUN (see the README).
+	// harness-crash@step:3, then overnight resume RUN (see docs/go-api.md).
 
 	It("corrects its requests when the cloud API moves to v2 after step 3", func(ctx SpecContext) {
 		res, err := ot.Run(ctx, "deploy", ot.Faults("api-version:v2@step:3"), ot.Progress(GinkgoWriter))

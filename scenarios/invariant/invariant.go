@@ -56,8 +56,8 @@ type Judgement struct {
 type Invariant struct {
 	Name string
 	Kind Kind
-	// Doc says what it is judged from, for a person (README, `overnight
-	// scenarios`).
+	// Doc says what it is judged from, for a person (docs/runs.md,
+	// `overnight scenarios`).
 	Doc string
 	// Judge judges the run from the evidence. An error means the evidence
 	// could not be read (the world's store failed), not a failed invariant.
