@@ -197,7 +197,7 @@ func (r *run) reflections(res *Result) error {
 	}
 	for _, rf := range refls {
 		out := history.Reflection{ID: rf.ID, Trigger: rf.Trigger.Kind + ": " + rf.Trigger.Detail, Checkpoint: rf.Checkpoint,
-			Divergence: rf.Divergence, Diagnosis: rf.Diagnosis, Counterfactual: rf.Counterfactual, Verification: rf.Verification,
+			ReplaysSkipped: rf.ReplaysSkipped, Divergence: rf.Divergence, Diagnosis: rf.Diagnosis, Counterfactual: rf.Counterfactual, Verification: rf.Verification,
 			Decision: rf.Decision, Reason: rf.Reason, LLM: rf.LLM}
 		out.Reproduced.Runs = len(rf.Replays)
 		for _, rp := range rf.Replays {
@@ -206,7 +206,10 @@ func (r *run) reflections(res *Result) error {
 			}
 		}
 		if rf.Lesson != nil {
-			out.Lesson = &history.LessonRef{ID: rf.Lesson.ID, Text: rf.Lesson.Text}
+			out.Lesson = &history.LessonRef{ID: rf.Lesson.ID, Text: rf.Lesson.Text, FromMemory: rf.FromMemory}
+		}
+		for _, t := range rf.Remembered {
+			out.Remembered = append(out.Remembered, history.LessonTry{ID: t.Lesson.ID, Verdict: t.Verification.Verdict})
 		}
 		res.Reflections = append(res.Reflections, out)
 	}

@@ -18,6 +18,7 @@ const (
 	ClassTransient     = "transient_infrastructure" // the failure needed the run's faults or timing: it does not come back on its own
 	ClassAgentLogic    = "agent_logic"              // the agent's own mistake (a bad request, a claim the world does not show)
 	ClassBudget        = "budget"                   // the LLM budget was spent
+	ClassGateDenied    = "gate_denied"              // the gate denied the agent's effect and the agent stopped: the harness's own decision, never the infrastructure's
 )
 
 // diagnose classifies a failure, deterministically, from the journal and
@@ -35,9 +36,21 @@ func diagnose(t history.Trigger, run *history.Run, replays []history.ReplayRecor
 		reproducedAny = reproducedAny || r.Reproduced
 	}
 	refused := refusal(t, run)
+	denied := denial(t, run)
 	switch {
 	case t.Kind == harness.FailureBudget:
 		d.Class, d.Detail = ClassBudget, t.Detail
+	case denied != nil:
+		// Before the replays' say: an isolated re-run has no gate, so a
+		// failure that rests on a denial never comes back there — it is
+		// not transient for that.
+		reason := ""
+		if denied.Error != nil {
+			reason = denied.Error.Message
+		}
+		d.Class, d.Detail = ClassGateDenied, fmt.Sprintf("the gate denied %s (%s); the agent then stopped (%s)", denied.Kind, reason, t.Kind)
+		evidence["effect"] = map[string]any{"kind": denied.Kind, "args": denied.Args}
+		evidence["denied"] = reason
 	case t.Kind == harness.FailureInvariant && (t.Invariant == "no-duplicate-effects" || t.Invariant == "no-lost-progress"):
 		d.Class, d.Detail = ClassCrashRecovery, fmt.Sprintf("%s was violated: %s", t.Invariant, t.Detail)
 		evidence["invariant"] = t.Invariant
@@ -139,6 +152,25 @@ func refusal(t history.Trigger, run *history.Run) *history.EffectRecord {
 	return last
 }
 
+// denial is the effect the gate denied that a failure of the agent's own
+// (giving up, a crash loop) rests on: the failing attempt's last effect,
+// when the gate denied it.
+func denial(t history.Trigger, run *history.Run) *history.EffectRecord {
+	if run == nil || t.Kind == harness.FailureEffectRefused || t.Kind == harness.FailureInvariant || t.Kind == harness.FailureBudget {
+		return nil
+	}
+	var last *history.EffectRecord
+	for i := range run.Effects {
+		if e := &run.Effects[i]; e.Attempt == t.Attempt && (last == nil || e.Order > last.Order) {
+			last = e
+		}
+	}
+	if last == nil || last.Status != protocol.StatusDenied {
+		return nil
+	}
+	return last
+}
+
 type versionEvent struct {
 	version string
 	at      string
@@ -213,6 +245,8 @@ func deterministicLesson(d history.Diagnosis) string {
 		return "Resume from your last checkpoint and send every effect under a key derived from the checkpointed step, so that nothing is done twice after a restart: " + d.Detail
 	case ClassBudget:
 		return "Stay within the run's LLM budget: " + d.Detail
+	case ClassGateDenied:
+		return "The gate, not the world, stopped you: " + d.Detail + ". Do not send what the gate's policy denies; a person decides what it holds for approval."
 	}
 	return "The failure came from the run's infrastructure (" + d.Detail + "): retry with the same keys once it heals."
 }

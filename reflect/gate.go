@@ -187,6 +187,9 @@ func (g *gate) verify(ctx context.Context, req harness.GateRequest, i int) (harn
 			return harness.GateDecision{Allow: true, Policy: scenarios.PolicyVerify}, nil
 		case stateVerified:
 			why := fmt.Sprintf("released: reflection %s verified lesson %s", st.id, st.lesson)
+			if st.remembered {
+				why = fmt.Sprintf("released: reflection %s verified remembered lesson %s against this run's world", st.id, st.lesson)
+			}
 			if since.IsZero() {
 				since = time.Now()
 			}

@@ -14,16 +14,19 @@ import (
 // part of the reflection report that a run's own report carries too.
 var sectionsHTML = sync.OnceValue(func() *template.Template {
 	return template.Must(template.New("sections").Parse(`{{if not .Reflections}}<p>The run opened no reflection.</p>{{end}}
-{{range .Reflections}}<section>
+{{range $r := .Reflections}}<section>
 <h2>Reflection {{.ID}}: {{.Decision}}</h2>
 <p><b>Trigger.</b> {{.Trigger.Kind}} in attempt {{.Trigger.Attempt}}, after step {{.Trigger.Step}}: {{.Trigger.Detail}}</p>
 <p><b>Where the run stood.</b> Last good checkpoint seq {{.Checkpoint}}; the failing attempt started from checkpoint {{.StartCheckpoint}}; the real world's ledger at entry {{.WorldSeq}}.</p>
 {{if .Replays}}<p><b>Replays in isolation.</b></p><table><tr><th>run</th><th>verdict</th><th>reproduced</th><th>detail</th></tr>
 {{range .Replays}}<tr><td>{{.RunID}}</td><td>{{.Verdict}}</td><td>{{.Reproduced}}</td><td>{{.Detail}}</td></tr>{{end}}</table>{{end}}
+{{if .ReplaysSkipped}}<p><b>No replays.</b> {{.ReplaysSkipped}}.</p>{{end}}
 {{if .Divergence}}<p><b>First divergence.</b> {{.Divergence}}</p>{{end}}
 {{with .Diagnosis}}<p><b>Diagnosis.</b> <code>{{.Class}}</code>: {{.Detail}}</p><p>Evidence: <code>{{printf "%s" .Evidence}}</code></p>{{end}}
 {{with .Counterfactual}}<p><b>Counterfactual</b> (without the run's faults, run {{.RunID}}): {{.Verdict}}; reproduced: {{.Reproduced}}.</p>{{end}}
-{{with .Lesson}}<p><b>Lesson</b> {{.ID}} (written by {{.By}}):</p><blockquote>{{.Text}}</blockquote>{{end}}
+{{if .Remembered}}<p><b>Remembered lessons</b> the failing attempt was handed, verified against this run's world before any new lesson was drawn:</p><table><tr><th>lesson</th><th>drawn in run</th><th>verification run</th><th>verdict</th><th>reason</th></tr>
+{{range .Remembered}}<tr><td>{{.Lesson.ID}}</td><td>{{.Run}}</td><td>{{.Verification.RunID}}</td><td>{{.Verification.Verdict}}</td><td>{{.Verification.Reason}}</td></tr>{{end}}</table>{{end}}
+{{with .Lesson}}<p><b>Lesson</b> {{.ID}}{{if $r.FromMemory}}, remembered from an earlier run{{end}} (written by {{.By}}):</p><blockquote>{{.Text}}</blockquote>{{end}}
 {{with .Verification}}<p><b>Verification</b> in isolation (run {{.RunID}}, on the real world at ledger entry {{.WorldSeq}}): {{.Verdict}} — {{.Reason}}{{if .Stale}} (went stale; redone {{.Redone}} time(s)){{end}}</p>{{end}}
 <p><b>Decision.</b> {{.Decision}}: {{.Reason}}</p>
 </section>{{end}}

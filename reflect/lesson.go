@@ -41,10 +41,68 @@ func (rf *reflector) diagnose(r *history.ReflectionRecord) error {
 	}
 	d := diagnose(r.Trigger, run, r.Replays, cf, tail)
 	r.Diagnosis = &d
-	if !reproduced {
+	switch {
+	case d.Class == ClassGateDenied:
+		rf.decide(r, history.DecisionGaveUp, d.Detail+": the gate's own decision, not the world's or the infrastructure's — "+
+			"no lesson can be verified past it (isolated runs have no gate)")
+	case !reproduced && r.ReplaysSkipped == "":
 		rf.decide(r, history.DecisionGaveUp, fmt.Sprintf("not reproduced: the failure did not come back in %d isolated replays", len(r.Replays)))
 	}
 	return nil
+}
+
+// journalShows says why the replays may be skipped ("" : they run): a
+// failure that rests on a denial by the gate (an isolated re-run has no
+// gate, so it cannot show one); or, when the failing attempt holds
+// remembered lessons to verify first, an API version change in the world's
+// ledger before the refusal. Never for a class the replays decide.
+func (rf *reflector) journalShows(r *history.ReflectionRecord, remembered bool) (string, error) {
+	run, err := rf.h.History().Load(rf.ctx, rf.rec.ID)
+	if err != nil {
+		return "", err
+	}
+	return skipReplays(diagnose(r.Trigger, run, nil, nil, ""), r.Trigger.Attempt, remembered), nil
+}
+
+// skipReplays decides from the diagnosis the journal alone gives (no
+// replays) whether the replays may be skipped, and says why ("": they
+// run).
+func skipReplays(d history.Diagnosis, attempt int, remembered bool) string {
+	switch {
+	case d.Class == ClassGateDenied:
+		return "the journal shows the gate denied the attempt's effect, which an isolated re-run (no gate) cannot reproduce"
+	case d.Class == ClassAPIContract && remembered:
+		return fmt.Sprintf("attempt %d holds remembered lessons to verify first, and the journal alone shows the diagnosis: %s", attempt, d.Detail)
+	}
+	return ""
+}
+
+// tryRemembered verifies, newest first, the remembered lessons the failing
+// attempt was handed that answer the diagnosis, against this run's world;
+// the first that passes becomes the reflection's lesson. It reports
+// whether one did.
+func (rf *reflector) tryRemembered(r *history.ReflectionRecord, remembered []history.LessonRecord) (bool, error) {
+	if r.Decided() || r.Diagnosis == nil {
+		return false, nil
+	}
+	r.Remembered = nil // a resumed reflection tries them again
+	for _, m := range remembered {
+		if m.Class != r.Diagnosis.Class {
+			continue // about another failure
+		}
+		rf.h.Progressf("reflection %s: verifying remembered lesson %s (drawn in run %s) against this run's world", r.ID, m.ID, m.Run)
+		v, err := Verify(rf.ctx, rf.h, rf.rec.ID, m.Lesson, r.ID+" verification of remembered lesson "+m.ID)
+		if err != nil {
+			return false, err
+		}
+		r.Remembered = append(r.Remembered, history.RememberedTry{Lesson: m.Lesson, Run: m.Run, Verification: v})
+		if v.Verdict == history.VerdictPass {
+			l := m.Lesson
+			r.Lesson, r.Verification, r.FromMemory = &l, &v, true
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // lastOutput is the last lines (at most 5, 600 bytes) of attempt n's
@@ -217,15 +275,30 @@ func (rf *reflector) remember(r *history.ReflectionRecord) error {
 			handed[l.ID] = true
 		}
 	}
+	tried := map[string]string{} // remembered lesson -> its verification's verdict
+	for _, t := range r.Remembered {
+		tried[t.Lesson.ID] = t.Verification.Verdict
+	}
+	if r.FromMemory && r.Verification != nil {
+		tried[r.Lesson.ID] = r.Verification.Verdict // redone on a changed world
+	}
 	for _, m := range mem {
 		if !handed[m.ID] || m.Run == rf.rec.ID && m.Reflection == r.ID {
 			continue
 		}
-		m.Verifications = append(m.Verifications, history.LessonOutcome{Run: rf.rec.ID, Reflection: r.ID, Verdict: history.VerdictFail})
+		verdict, ok := tried[m.ID]
+		switch {
+		case ok:
+		case r.FromMemory:
+			continue // a remembered lesson met the failure: the others are not charged with it
+		default:
+			verdict = history.VerdictFail // charged with the attempt's failure
+		}
+		m.Verifications = outcome(m.Verifications, history.LessonOutcome{Run: rf.rec.ID, Reflection: r.ID, Verdict: verdict})
 		m.Retired = keepsFailing(m.Verifications)
 		entries = append(entries, history.LessonEntry(m))
 	}
-	if r.Decision == history.DecisionVerify && r.Lesson != nil {
+	if r.Decision == history.DecisionVerify && r.Lesson != nil && !r.FromMemory {
 		entries = append(entries, history.LessonEntry(history.LessonRecord{Lesson: *r.Lesson, Scenario: rf.scen.Name, Agent: rf.rec.Agent,
 			Run: rf.rec.ID, Reflection: r.ID, CreatedAt: time.Now().UTC(),
 			Verifications: []history.LessonOutcome{{Run: rf.rec.ID, Reflection: r.ID, Verdict: r.Verification.Verdict}}}))
@@ -234,6 +307,18 @@ func (rf *reflector) remember(r *history.ReflectionRecord) error {
 		return nil
 	}
 	return w.Put(context.WithoutCancel(rf.ctx), entries...)
+}
+
+// outcome records o in outcomes, in place of an earlier one of the same
+// run and reflection (a verification redone).
+func outcome(outcomes []history.LessonOutcome, o history.LessonOutcome) []history.LessonOutcome {
+	for i, x := range outcomes {
+		if x.Run == o.Run && x.Reflection == o.Reflection {
+			outcomes[i] = o
+			return outcomes
+		}
+	}
+	return append(outcomes, o)
 }
 
 // keepsFailing: at least two failures, and more failures than passes.

@@ -252,3 +252,123 @@ var _ = Describe("the reflection loop on a crash loop", func() {
 		realLedgerHoldsOnlyTheRun(ctx, h, res.RunID)
 	}, SpecTimeout(4*time.Minute))
 })
+
+// isolatedOf counts the isolated re-runs (replays, counterfactuals,
+// verifications) of run parent in the state dir.
+func isolatedOf(h *harness.Harness, parent string) int {
+	GinkgoHelper()
+	runs, err := h.History().Runs()
+	Expect(err).NotTo(HaveOccurred())
+	n := 0
+	for _, r := range runs {
+		if r.Isolated != nil && r.Isolated.Parent == parent {
+			n++
+		}
+	}
+	return n
+}
+
+var _ = Describe("remembered lessons", func() {
+	It("are verified first when a reflection opens, and release the held call in the attempt that holds them", func(ctx SpecContext) {
+		h := open(ctx)
+		seed := int64(3)
+		first, err := h.Run(ctx, harness.RunRequest{Scenario: deployV2(), Seed: &seed})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(first.Verdict).To(Equal(harness.VerdictPass), first.Reason)
+		Expect(first.Attempts).To(Equal(2), "nothing remembered yet: the lesson is drawn and handed to attempt 2")
+		learned := first.Reflections[0].Lesson.ID
+
+		res, err := h.Run(ctx, harness.RunRequest{Scenario: deployV2(), Seed: &seed})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res.Verdict).To(Equal(harness.VerdictPass), res.Reason)
+		Expect(res.Attempts).To(Equal(1), "the attempt handed the remembered lesson finishes the deployment itself")
+		Expect(res.Gate.Denied).To(BeZero(), "the attempt holds the lesson: nothing of it is denied")
+		Expect(res.Gate.Released).To(BeNumerically(">", 0))
+		Expect(res.Reflections).To(HaveLen(1))
+		r := res.Reflections[0]
+		Expect(r.Decision).To(Equal(history.DecisionVerify), r.Reason)
+		Expect(r.Lesson.ID).To(Equal(learned), "the remembered lesson, by its memory id — no new one drawn")
+		Expect(r.Lesson.FromMemory).To(BeTrue())
+		Expect(r.Remembered).To(Equal([]history.LessonTry{{ID: learned, Verdict: harness.VerdictPass}}))
+		Expect(r.Diagnosis.Class).To(Equal(reflect.ClassAPIContract))
+		Expect(r.ReplaysSkipped).To(ContainSubstring("the journal alone shows the diagnosis"), "an API change in the ledger before the refusal")
+		Expect(r.Reproduced.Runs).To(BeZero())
+		Expect(isolatedOf(h, res.RunID)).To(Equal(1), "one isolated run: the remembered lesson's verification")
+
+		run := realLedgerHoldsOnlyTheRun(ctx, h, res.RunID)
+		Expect(run.Attempts[0].Lessons).To(ContainElement(HaveField("ID", learned)))
+		lessons, err := h.History().Lessons("deploy-v2", "")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(lessons).To(HaveLen(1), "nothing new to remember")
+		Expect(lessons[0].Verifications).To(HaveLen(2))
+		Expect(lessons[0].Verifications[1]).To(Equal(history.LessonOutcome{Run: res.RunID, Reflection: "r1", Verdict: harness.VerdictPass}))
+	}, SpecTimeout(4*time.Minute))
+
+	It("do not skip the replays when the journal alone does not show the diagnosis", func(ctx SpecContext) {
+		h := open(ctx)
+		seed := int64(3)
+		first, err := h.Run(ctx, harness.RunRequest{Scenario: deployV2(), Seed: &seed})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(first.Verdict).To(Equal(harness.VerdictPass), first.Reason)
+		// No API change this time: the world refuses the service's name,
+		// the agent's own mistake, which only the replays can tell from a
+		// transient failure.
+		scen := deployV2("faults: [api-version:v2@step:3]", "faults: []", "    name: api\n", "    name: Bad_Name\n")
+		res, err := h.Run(ctx, harness.RunRequest{Scenario: scen, Seed: &seed, MaxAttempts: 1})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res.Verdict).To(Equal(harness.VerdictFail))
+		run, err := h.History().Load(ctx, res.RunID)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(run.Attempts[0].Lessons).To(ContainElement(HaveField("ID", first.Reflections[0].Lesson.ID)), "the attempt held the remembered lesson")
+		Expect(res.Reflections).NotTo(BeEmpty())
+		r := res.Reflections[0]
+		Expect(r.ReplaysSkipped).To(BeEmpty())
+		Expect(r.Reproduced.Runs).To(Equal(3), "the replays ran")
+		Expect(r.Diagnosis.Class).To(Equal(reflect.ClassAgentLogic))
+		Expect(r.Remembered).To(BeEmpty(), "the remembered lesson is about an API change, not this failure")
+		Expect(r.Lesson.FromMemory).To(BeFalse())
+	}, SpecTimeout(4*time.Minute))
+})
+
+var _ = Describe("the gate's denials", func() {
+	It("do not open a second reflection when an agent not handed the verified lesson reports failure on its denial", func(ctx SpecContext) {
+		h := open(ctx)
+		// The deployer without --give-up corrects its requests by itself:
+		// its corrected call reaches the gate while the reflection decides,
+		// and is denied — attempt 1 was not handed the lesson the
+		// reflection verified. It reports failure on that denial; the next
+		// attempt starts with the lesson.
+		scen := deployV2("args: [--give-up]\n", "args: []\n")
+		res, err := h.Run(ctx, harness.RunRequest{Scenario: scen, Extras: map[string]string{reflect.ExtraLessons: reflect.LessonsNone}})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res.Verdict).To(Equal(harness.VerdictPass), res.Reason)
+		Expect(res.Gate.Denied).To(Equal(1), "attempt 1's corrected call")
+		Expect(res.Reflections).To(HaveLen(1), "its giving up on the denial is no new failure to learn from")
+		Expect(res.Attempts).To(Equal(2))
+		run, err := h.History().Load(ctx, res.RunID)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(run.Events).To(ContainElement(SatisfyAll(HaveField("Type", "harness.reopen"), HaveField("Message", ContainSubstring("failure in attempt 1")))),
+			"attempt 1 reported failure; the claim was taken back for the attempt with the lesson")
+		logs, err := h.History().Logs(res.RunID)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(logs[0].Stdout).To(ContainSubstring("denied by the gate; reporting failure"))
+		Expect(run.Attempts[1].Lessons).To(ContainElement(HaveField("ID", res.Reflections[0].Lesson.ID)))
+	}, SpecTimeout(4*time.Minute))
+
+	It("are never diagnosed as the infrastructure's failure", func(ctx SpecContext) {
+		h := open(ctx)
+		scen := deployV2(`{kinds: "cloud.set_dns", policy: verify}`, `{kinds: "cloud.set_dns", policy: deny}`)
+		res, err := h.Run(ctx, harness.RunRequest{Scenario: scen, Faults: []chaos.Spec{}, Extras: map[string]string{reflect.ExtraLessons: reflect.LessonsNone}})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res.Verdict).To(Equal(harness.VerdictFail))
+		Expect(res.Outcome).To(Equal(protocol.OutcomeFailure), "the agent reported failure on the denial")
+		Expect(res.Reflections).To(HaveLen(1))
+		r := res.Reflections[0]
+		Expect(r.Diagnosis.Class).To(Equal(reflect.ClassGateDenied))
+		Expect(r.Diagnosis.Detail).To(ContainSubstring("the gate denied cloud.set_dns"))
+		Expect(r.ReplaysSkipped).To(ContainSubstring("gate"), "an isolated re-run has no gate: replaying would only fail to reproduce it")
+		Expect(r.Decision).To(Equal(history.DecisionGaveUp))
+		Expect(res.Reason).To(ContainSubstring("the gate"))
+		Expect(isolatedOf(h, res.RunID)).To(BeZero())
+	}, SpecTimeout(4*time.Minute))
+})

@@ -27,7 +27,9 @@ type gateView struct {
 	state  int
 	id     string // the reflection
 	lesson string // its lesson
-	why    string // a denial's reason
+	// remembered: the lesson is a remembered one, verified again here
+	remembered bool
+	why        string // a denial's reason
 }
 
 // reflector is the reflection loop of one run: the failure hook opens a
@@ -48,6 +50,7 @@ type reflector struct {
 	open    int           // index of the open reflection in refls; -1: none
 	changed chan struct{} // closed and replaced whenever a reflection decides
 	memory  []history.LessonRecord
+	handed  map[int]map[string]bool // attempt -> the ids of the lessons it was handed
 }
 
 var (
@@ -57,12 +60,20 @@ var (
 )
 
 func newReflector(ctx context.Context, x *Extension, h *harness.Harness, rec history.RunRecord, scen *scenarios.Scenario) (*reflector, error) {
-	rf := &reflector{x: x, h: h, ctx: ctx, rec: rec, scen: scen, log: x.opts.Logger.With("run", rec.ID), open: -1, changed: make(chan struct{})}
+	rf := &reflector{x: x, h: h, ctx: ctx, rec: rec, scen: scen, log: x.opts.Logger.With("run", rec.ID), open: -1, changed: make(chan struct{}),
+		handed: map[int]map[string]bool{}}
 	refls, err := h.History().Reflections(rec.ID)
 	if err != nil {
 		return nil, err
 	}
 	rf.refls = refls
+	attempts, err := h.History().Attempts(rec.ID)
+	if err != nil {
+		return nil, err
+	}
+	for _, a := range attempts {
+		rf.hand(a.N, a.Lessons)
+	}
 	mode := x.opts.Lessons
 	if m := rec.Extras[ExtraLessons]; m != "" {
 		mode = m
@@ -112,11 +123,25 @@ func (rf *reflector) Failed(ctx context.Context, f harness.Failure) {
 		// and the attempt it lets start: the decision stands.
 		return
 	}
-	if f.Kind == harness.FailureEffectRefused && last != nil && last.Consumed > 0 && f.Attempt >= last.Consumed {
-		// An attempt that follows a verified lesson meets the refusals the
-		// lesson was about on its way: that is the lesson at work. Its
-		// giving up, a crash loop or an invariant still opens a reflection.
-		return
+	if last != nil && last.Decision == history.DecisionVerify && last.Lesson != nil {
+		switch {
+		case rf.holds(f.Attempt, last.Lesson.ID):
+			if f.Kind == harness.FailureEffectRefused {
+				// An attempt that holds a verified lesson meets the refusals
+				// the lesson was about on its way: that is the lesson at
+				// work. Its giving up, a crash loop or an invariant still
+				// opens a reflection.
+				return
+			}
+		case (f.Kind == harness.FailureEffectRefused || f.Kind == harness.FailureDone) && (last.Consumed == 0 || f.Attempt < last.Consumed):
+			// The attempt was not handed the lesson the last reflection
+			// verified (the gate denies its guarded effects, saying so):
+			// the next attempt starts with it. A refusal this one meets,
+			// or its giving up — on that denial, say — is no new failure
+			// to learn from. (A crash loop, a violated invariant or a
+			// spent budget still opens a reflection.)
+			return
+		}
 	}
 	n := len(rf.refls) + 1
 	r := history.ReflectionRecord{ID: fmt.Sprintf("r%d", n), N: n, Stage: history.StageCaptured, OpenedAt: time.Now().UTC(),
@@ -246,7 +271,14 @@ func (rf *reflector) stages(r *history.ReflectionRecord) error {
 		defer rf.mu.Unlock()
 		return rf.save(*r)
 	}
+	remembered := rf.rememberedBy(r.Trigger.Attempt)
 	if err := step(history.StageReplayed, func() error {
+		why, err := rf.journalShows(r, len(remembered) > 0)
+		if err != nil || why != "" {
+			r.ReplaysSkipped = why
+			rf.h.Progressf("reflection %s: no replays: %s", r.ID, why)
+			return err
+		}
 		rf.h.Progressf("reflection %s: replaying attempt %d in isolation (%d replays)", r.ID, r.Trigger.Attempt, rf.scen.Reflect.Replays)
 		return rf.replay(r)
 	}); err != nil {
@@ -255,19 +287,30 @@ func (rf *reflector) stages(r *history.ReflectionRecord) error {
 	if err := step(history.StageDiagnosed, func() error { return rf.diagnose(r) }); err != nil {
 		return err
 	}
-	if err := step(history.StageLesson, func() error { return rf.lesson(r) }); err != nil {
+	if err := step(history.StageLesson, func() error {
+		if ok, err := rf.tryRemembered(r, remembered); err != nil || ok {
+			return err
+		}
+		return rf.lesson(r)
+	}); err != nil {
 		return err
 	}
 	if err := step(history.StageVerified, func() error {
+		if r.FromMemory {
+			return nil // verified as it was tried
+		}
 		rf.h.Progressf("reflection %s: verifying lesson %s in isolation", r.ID, r.Lesson.ID)
 		return rf.verify(r)
 	}); err != nil {
 		return err
 	}
 	if !r.Decided() {
-		if r.Verification != nil && r.Verification.Verdict == history.VerdictPass {
+		switch {
+		case r.Verification != nil && r.Verification.Verdict == history.VerdictPass && r.FromMemory:
+			rf.decide(r, history.DecisionVerify, fmt.Sprintf("remembered lesson %s verified in isolation against this run's world: %s", r.Lesson.ID, r.Verification.Reason))
+		case r.Verification != nil && r.Verification.Verdict == history.VerdictPass:
 			rf.decide(r, history.DecisionVerify, fmt.Sprintf("lesson %s verified in isolation: %s", r.Lesson.ID, r.Verification.Reason))
-		} else {
+		default:
 			rf.decide(r, history.DecisionGaveUp, "verification failed: "+r.Verification.Reason)
 		}
 	}
@@ -326,6 +369,8 @@ func (rf *reflector) Next(ctx context.Context, end harness.AttemptEnd) (harness.
 		return harness.AttemptDecision{Renew: true}, nil // decided and consumed before a harness crash
 	case r.Consumed > 0:
 		return harness.AttemptDecision{}, nil // an attempt already acts with the lesson
+	case end.Done != nil && end.Done.Outcome == protocol.OutcomeSuccess:
+		return harness.AttemptDecision{}, nil // the run is done: no attempt is left to hand the lesson to
 	}
 	rf.mu.Lock()
 	r.Consumed = end.Attempt + 1
@@ -397,15 +442,52 @@ func (rf *reflector) Lessons(ctx context.Context, _ string, attempt int) ([]prot
 	rf.mu.Lock()
 	defer rf.mu.Unlock()
 	var out []protocol.Lesson
+	seen := map[string]bool{}
+	add := func(l protocol.Lesson) {
+		if !seen[l.ID] {
+			seen[l.ID] = true
+			out = append(out, l)
+		}
+	}
 	for _, l := range rf.memory {
-		out = append(out, l.Protocol())
+		add(l.Protocol())
 	}
 	for _, r := range rf.refls {
 		if r.Decision == history.DecisionVerify && r.Consumed > 0 && attempt >= r.Consumed && r.Lesson != nil {
-			out = append(out, r.Lesson.Protocol())
+			add(r.Lesson.Protocol())
 		}
 	}
+	rf.hand(attempt, out)
 	return out, nil
+}
+
+// hand notes the lessons an attempt was handed (mu held, or before the
+// reflector is shared).
+func (rf *reflector) hand(attempt int, lessons []protocol.Lesson) {
+	ids := map[string]bool{}
+	for _, l := range lessons {
+		ids[l.ID] = true
+	}
+	rf.handed[attempt] = ids
+}
+
+// holds reports whether attempt was handed the lesson id (mu held): from
+// memory as it began, or after the reflection that verified it.
+func (rf *reflector) holds(attempt int, id string) bool {
+	return rf.handed[attempt][id]
+}
+
+// rememberedBy are the remembered lessons attempt was handed, newest first.
+func (rf *reflector) rememberedBy(attempt int) []history.LessonRecord {
+	rf.mu.Lock()
+	defer rf.mu.Unlock()
+	var out []history.LessonRecord
+	for _, m := range rf.memory {
+		if rf.holds(attempt, m.ID) {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // gateState is what the gate does with a guarded effect of attempt, and
@@ -422,8 +504,8 @@ func (rf *reflector) gateState(attempt int) (gateView, <-chan struct{}) {
 		return gateView{state: stateIdle}, nil
 	case last.Decision == history.DecisionGaveUp:
 		return gateView{state: stateGaveUp, id: last.ID, why: fmt.Sprintf("denied: reflection %s gave up: %s", last.ID, last.Reason)}, nil
-	case last.Consumed > 0 && attempt >= last.Consumed:
-		return gateView{state: stateVerified, id: last.ID, lesson: last.Lesson.ID}, nil
+	case last.Lesson != nil && rf.holds(attempt, last.Lesson.ID):
+		return gateView{state: stateVerified, id: last.ID, lesson: last.Lesson.ID, remembered: last.FromMemory}, nil
 	}
 	return gateView{state: stateStale, id: last.ID, why: fmt.Sprintf("denied: reflection %s verified lesson %s, which attempt %d was not handed; the next attempt starts with it", last.ID, last.Lesson.ID, attempt)}, nil
 }

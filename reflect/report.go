@@ -117,6 +117,9 @@ func writeReflectionMarkdown(b *strings.Builder, r history.ReflectionRecord) {
 		}
 		b.WriteString("\n")
 	}
+	if r.ReplaysSkipped != "" {
+		fmt.Fprintf(b, "**No replays.** %s.\n\n", r.ReplaysSkipped)
+	}
 	if r.Divergence != "" {
 		fmt.Fprintf(b, "**First divergence.** %s\n\n", r.Divergence)
 	}
@@ -126,8 +129,20 @@ func writeReflectionMarkdown(b *strings.Builder, r history.ReflectionRecord) {
 	if c := r.Counterfactual; c != nil {
 		fmt.Fprintf(b, "**Counterfactual** (the same re-run without the run's faults, run %s): %s; the failure %s.\n\n", c.RunID, c.Verdict, map[bool]string{true: "came back", false: "did not come back"}[c.Reproduced])
 	}
+	if len(r.Remembered) > 0 {
+		b.WriteString("**Remembered lessons** the failing attempt was handed, verified against this run's world before any new lesson was drawn:\n\n")
+		b.WriteString("| lesson | drawn in run | verification run | verdict | reason |\n| --- | --- | --- | --- | --- |\n")
+		for _, t := range r.Remembered {
+			fmt.Fprintf(b, "| %s | %s | %s | %s | %s |\n", t.Lesson.ID, t.Run, t.Verification.RunID, t.Verification.Verdict, cell(t.Verification.Reason))
+		}
+		b.WriteString("\n")
+	}
 	if l := r.Lesson; l != nil {
-		fmt.Fprintf(b, "**Lesson** %s (written by %s):\n\n> %s\n\n", l.ID, l.By, l.Text)
+		from := ""
+		if r.FromMemory {
+			from = ", remembered from an earlier run"
+		}
+		fmt.Fprintf(b, "**Lesson** %s%s (written by %s):\n\n> %s\n\n", l.ID, from, l.By, l.Text)
 	}
 	if v := r.Verification; v != nil {
 		stale := ""

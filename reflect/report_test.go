@@ -46,6 +46,21 @@ func fixture() *reflect.Report {
 			Decision: history.DecisionVerify, Reason: "lesson verified in isolation",
 			LLM:      &history.LLMTotals{Provider: "scripted", Model: "scripted", TestDouble: true, Calls: 1, Answered: 1, PromptTokens: 288, CompletionTokens: 58},
 			OpenedAt: at, DecidedAt: at.Add(4 * time.Second), Consumed: 2,
+		}, {
+			// A later run's reflection would read so: its attempt held the
+			// lesson from memory, verified again here.
+			ID: "r2", N: 2, Stage: history.StageDecided,
+			Trigger:    history.Trigger{Kind: "effect_refused", Attempt: 2, Step: 3, Detail: "the world refused cloud.deploy_service (unauthorized)"},
+			Checkpoint: 3, WorldSeq: 5,
+			ReplaysSkipped: "attempt 2 holds remembered lessons to verify first, and the journal alone shows the diagnosis: the world's API changed to v2",
+			Diagnosis:      &history.Diagnosis{Class: "api_contract_change", Detail: "the world's API changed to v2 before cloud.deploy_service, which it refused", Evidence: json.RawMessage(`{"api_version":"v2"}`)},
+			Remembered: []history.RememberedTry{{Lesson: history.Lesson{ID: "lesson-20261130-090000-fedcba-r1", Class: "api_contract_change", Text: "Correct from the refusals."},
+				Run: "20261130-090000-fedcba", Verification: history.Verification{RunID: "20261201-120004-000006", Verdict: "pass", Reason: "the agent reported done"}}},
+			FromMemory:   true,
+			Lesson:       &history.Lesson{ID: "lesson-20261130-090000-fedcba-r1", Class: "api_contract_change", Text: "Correct from the refusals.", By: "the scripted model"},
+			Verification: &history.Verification{RunID: "20261201-120004-000006", Verdict: "pass", Reason: "the agent reported done", WorldHash: "0123", WorldSeq: 5},
+			Decision:     history.DecisionVerify, Reason: "remembered lesson lesson-20261130-090000-fedcba-r1 verified in isolation against this run's world",
+			OpenedAt: at.Add(10 * time.Second), DecidedAt: at.Add(11 * time.Second),
 		}},
 		Gate: []history.GateRecord{
 			{Seq: 1, EffectID: "k/step-4/3", Key: "step-4/3", Kind: "cloud.deploy_service", Attempt: 2, Policy: "verify", Decision: "released",

@@ -54,7 +54,7 @@ type ReplayRecord struct {
 
 // Diagnosis is what the journal and both ledgers say went wrong.
 type Diagnosis struct {
-	Class    string          `json:"class"` // api_contract_change, crash_recovery, transient_infrastructure, agent_logic, budget
+	Class    string          `json:"class"` // api_contract_change, crash_recovery, transient_infrastructure, agent_logic, budget, gate_denied
 	Detail   string          `json:"detail"`
 	Evidence json.RawMessage `json:"evidence,omitempty"`
 }
@@ -107,15 +107,28 @@ type ReflectionRecord struct {
 	EventsFrom      int64   `json:"events_from"`      // the events since the last good checkpoint: seqs from..to
 	EventsTo        int64   `json:"events_to"`
 	// Replay: the failing attempt re-run in isolation.
-	Replays    []ReplayRecord `json:"replays,omitempty"`
-	Divergence string         `json:"divergence,omitempty"` // the first request that differed from the recording
+	Replays []ReplayRecord `json:"replays,omitempty"`
+	// ReplaysSkipped says why no replay (nor the counterfactual) ran: the
+	// failing attempt held remembered lessons, and the journal alone shows
+	// the diagnosis (an API version change in the world's ledger before the
+	// refusal, a denial by the gate). Never set for a class the replays
+	// decide (transient or not).
+	ReplaysSkipped string `json:"replays_skipped,omitempty"`
+	Divergence     string `json:"divergence,omitempty"` // the first request that differed from the recording
 	// Diagnosis, with the counterfactual re-run without the run's faults.
 	Diagnosis      *Diagnosis    `json:"diagnosis,omitempty"`
 	Counterfactual *ReplayRecord `json:"counterfactual,omitempty"`
-	Lesson         *Lesson       `json:"lesson,omitempty"`
-	Verification   *Verification `json:"verification,omitempty"`
-	Decision       string        `json:"decision"`
-	Reason         string        `json:"reason"`
+	// Remembered are the remembered lessons the failing attempt was handed
+	// that answer the diagnosis, each verified against this run's world
+	// before a new lesson is drawn (newest first, until one passes).
+	Remembered []RememberedTry `json:"remembered,omitempty"`
+	// FromMemory says Lesson is a remembered one that passed (its id is its
+	// memory id): the attempts handed it from memory hold it already.
+	FromMemory   bool          `json:"from_memory,omitempty"`
+	Lesson       *Lesson       `json:"lesson,omitempty"`
+	Verification *Verification `json:"verification,omitempty"`
+	Decision     string        `json:"decision"`
+	Reason       string        `json:"reason"`
 	// LLM is what the reflection's own model calls (the lesson) cost, apart
 	// from the agent's budget.
 	LLM       *LLMTotals `json:"llm,omitempty"`
@@ -124,6 +137,13 @@ type ReflectionRecord struct {
 	// Consumed is the attempt that started with the verified lesson (0:
 	// none yet).
 	Consumed int `json:"consumed,omitempty"`
+}
+
+// RememberedTry is one remembered lesson verified by a reflection.
+type RememberedTry struct {
+	Lesson       Lesson       `json:"lesson"`
+	Run          string       `json:"run"` // the run it was drawn in
+	Verification Verification `json:"verification"`
 }
 
 // Decided reports whether the reflection has decided.

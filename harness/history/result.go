@@ -77,10 +77,12 @@ type Reflection struct {
 	Trigger        string        `json:"trigger"` // the failure's kind and detail
 	Checkpoint     int64         `json:"checkpoint"`
 	Reproduced     Reproduced    `json:"reproduced"`
+	ReplaysSkipped string        `json:"replays_skipped,omitempty"` // why no replay ran (the journal alone showed the diagnosis)
 	Divergence     string        `json:"divergence,omitempty"`
 	Diagnosis      *Diagnosis    `json:"diagnosis,omitempty"`
 	Counterfactual *ReplayRecord `json:"counterfactual,omitempty"`
 	Lesson         *LessonRef    `json:"lesson,omitempty"`
+	Remembered     []LessonTry   `json:"remembered,omitempty"` // remembered lessons verified before drawing a new one
 	Verification   *Verification `json:"verification,omitempty"`
 	Decision       string        `json:"decision"`
 	Reason         string        `json:"reason"`
@@ -98,6 +100,15 @@ type Reproduced struct {
 type LessonRef struct {
 	ID   string `json:"id"`
 	Text string `json:"text"`
+	// FromMemory: a lesson remembered from an earlier run, verified again
+	// against this run's world.
+	FromMemory bool `json:"from_memory,omitempty"`
+}
+
+// LessonTry is a remembered lesson a reflection verified, and the verdict.
+type LessonTry struct {
+	ID      string `json:"id"`
+	Verdict string `json:"verdict"`
 }
 
 // GateCounts summarise the gate's decisions: held, the effects that waited
@@ -188,7 +199,11 @@ func (res *Result) WriteText(w io.Writer) error {
 	fmt.Fprintf(&b, "effects: %d executed, %d deduplicated, %d duplicates, %d unknown, %d unkeyed\n",
 		e.Executed, e.Deduplicated, e.Duplicates, e.Unknown, e.Unkeyed)
 	for _, r := range res.Reflections {
-		fmt.Fprintf(&b, "reflection %s: %s — %s (replays: %d of %d reproduced it)\n", r.ID, r.Decision, r.Reason, r.Reproduced.Failed, r.Reproduced.Runs)
+		replays := fmt.Sprintf("replays: %d of %d reproduced it", r.Reproduced.Failed, r.Reproduced.Runs)
+		if r.ReplaysSkipped != "" {
+			replays = "no replays: the journal alone showed the diagnosis"
+		}
+		fmt.Fprintf(&b, "reflection %s: %s — %s (%s)\n", r.ID, r.Decision, r.Reason, replays)
 	}
 	if g := res.Gate; g != nil {
 		fmt.Fprintf(&b, "gate: %d held, %d released, %d approved, %d denied\n", g.Held, g.Released, g.Approved, g.Denied)

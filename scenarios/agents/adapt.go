@@ -60,6 +60,11 @@ func (m *adapter) act(ctx context.Context, kind string, args map[string]any) (ma
 			}
 			return out, nil
 		}
+		if res.Status == protocol.StatusDenied {
+			// The gate, not the world: the effect did not run, and its
+			// reason says why. Nothing here can correct it.
+			return nil, &errDenied{kind: k, err: res.Error}
+		}
 		if res.Error == nil {
 			return nil, fmt.Errorf("%s: %s", k, res.Status)
 		}
@@ -108,6 +113,21 @@ type errRefused struct {
 
 func (e *errRefused) Error() string {
 	return fmt.Sprintf("the world refused %s: %s (%s)", e.kind, e.err.Message, e.err.Code)
+}
+
+// errDenied is an effect the harness's gate denied: it never reached the
+// world. An agent stops on it, saying so, and never claims success.
+type errDenied struct {
+	kind string
+	err  *protocol.EffectError
+}
+
+func (e *errDenied) Error() string {
+	why := "no reason given"
+	if e.err != nil {
+		why = e.err.Message
+	}
+	return fmt.Sprintf("the gate denied %s: %s", e.kind, why)
 }
 
 // correction is what to change so a refused request goes through: from

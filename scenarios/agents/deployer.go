@@ -270,6 +270,18 @@ func deploy(ctx context.Context, c *agent.Client, o deployOptions, out io.Writer
 			_ = c.Event(ctx, "retry", fmt.Sprintf("step %d refused (%v): retrying it unchanged", next, refused), nil)
 			continue
 		}
+		var denied *errDenied
+		if errors.As(err, &denied) {
+			// The gate denied the step: it did not run. The agent says so
+			// and stops; the harness decides whether another attempt — one
+			// handed a lesson — goes on.
+			claims := map[string]any{"step": next, "kind": denied.kind, "denied": denied.Error()}
+			if err := c.Done(ctx, protocol.OutcomeFailure, fmt.Sprintf("step %d: %v", next, denied), claims); err != nil {
+				return fmt.Errorf("done: %w", err)
+			}
+			fmt.Fprintf(out, "step %d denied by the gate; reporting failure: %v\n", next, denied)
+			return nil
+		}
 		if errors.As(err, &refused) {
 			// It does not adapt: it says so, and stops.
 			claims := map[string]any{"step": next, "kind": refused.kind, "error": refused.err}

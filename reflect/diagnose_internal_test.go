@@ -1,0 +1,66 @@
+package reflect
+
+import (
+	"encoding/json"
+	"net/http"
+	"time"
+
+	"github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/overnight-dev/overnight/harness"
+	"github.com/overnight-dev/overnight/harness/history"
+	"github.com/overnight-dev/overnight/sandbox/protocol"
+	"github.com/overnight-dev/overnight/scenarios/world"
+)
+
+// (ginkgo is not dot-imported here: its Report would clash with this
+// package's.) These specs pin the deterministic diagnosis's rules that do not need a
+// sandbox: the journal a failure rests on is built by hand.
+var _ = ginkgo.Describe("the deterministic diagnosis", func() {
+	start := harness.VirtualEpoch
+	notReproduced := []history.ReplayRecord{{Verdict: "pass"}, {Verdict: "pass"}, {Verdict: "pass"}}
+	refusedV2 := history.EffectRecord{ID: "k/step-4/0", Key: "step-4/0", Order: 4, Attempt: 1, Kind: "cloud.deploy_service", Status: protocol.StatusFailed,
+		Error: &protocol.EffectError{Code: "unauthorized", Message: "api_key is required", Status: http.StatusUnauthorized}}
+	versionEvent := world.LedgerEntry{Seq: 4, Kind: world.EventAPIVersion, Args: json.RawMessage(`{"version":"v2"}`), At: start.Add(time.Hour)}
+
+	ginkgo.It("never calls a failure that rests on the gate's denial transient, though no replay can reproduce it", func() {
+		run := &history.Run{Record: history.RunRecord{VirtualStart: start}, Effects: []history.EffectRecord{
+			{ID: "k/step-4/0", Order: 4, Attempt: 1, Kind: "cloud.deploy_service", Status: protocol.StatusDone},
+			{ID: "k/step-5/0", Order: 5, Attempt: 1, Kind: "cloud.set_dns", Status: protocol.StatusDenied,
+				Error: &protocol.EffectError{Code: "denied", Message: "the gate's policy denies cloud.set_dns", Status: http.StatusForbidden}},
+		}}
+		d := diagnose(history.Trigger{Kind: harness.FailureDone, Attempt: 1, Step: 4, Detail: "step 5: the gate denied cloud.set_dns"}, run, notReproduced, nil, "")
+		Expect(d.Class).To(Equal(ClassGateDenied))
+		Expect(d.Detail).To(ContainSubstring("the gate denied cloud.set_dns (the gate's policy denies cloud.set_dns)"))
+		Expect(skipReplays(d, 1, false)).NotTo(BeEmpty(), "an isolated re-run has no gate")
+	})
+
+	ginkgo.It("goes on judging by the replays when the denial is not what the attempt ended on", func() {
+		run := &history.Run{Record: history.RunRecord{VirtualStart: start}, Effects: []history.EffectRecord{
+			{ID: "k/step-5/0", Order: 5, Attempt: 1, Kind: "cloud.set_dns", Status: protocol.StatusDenied, Error: &protocol.EffectError{Code: "denied"}},
+			{ID: "k/step-5/1", Order: 6, Attempt: 1, Kind: "cloud.set_dns", Status: protocol.StatusDone},
+		}}
+		d := diagnose(history.Trigger{Kind: harness.FailureDone, Attempt: 1}, run, notReproduced, nil, "")
+		Expect(d.Class).To(Equal(ClassTransient))
+	})
+
+	ginkgo.It("skips the replays for remembered lessons only where the journal alone shows an API change before the refusal", func() {
+		withEvent := &history.Run{Record: history.RunRecord{VirtualStart: start}, Effects: []history.EffectRecord{refusedV2},
+			Ledger: []world.LedgerEntry{versionEvent, {Seq: 5, Key: refusedV2.ID, Kind: refusedV2.Kind}}}
+		t := history.Trigger{Kind: harness.FailureEffectRefused, Attempt: 1, Step: 3, Effect: &refusedV2}
+		d := diagnose(t, withEvent, nil, nil, "")
+		Expect(d.Class).To(Equal(ClassAPIContract))
+		Expect(skipReplays(d, 1, true)).To(ContainSubstring("the journal alone shows the diagnosis"))
+		Expect(skipReplays(d, 1, false)).To(BeEmpty(), "with nothing remembered to verify first, the replays run")
+
+		without := &history.Run{Record: history.RunRecord{VirtualStart: start}, Effects: []history.EffectRecord{refusedV2},
+			Ledger: []world.LedgerEntry{{Seq: 5, Key: refusedV2.ID, Kind: refusedV2.Kind}}}
+		d = diagnose(t, without, nil, nil, "")
+		Expect(d.Class).To(Equal(ClassAgentLogic), "from the journal alone: the agent's own request")
+		Expect(skipReplays(d, 1, true)).To(BeEmpty(), "whether it is transient is the replays' to say")
+		for _, class := range []string{ClassTransient, ClassAgentLogic, ClassCrashRecovery, ClassBudget} {
+			Expect(skipReplays(history.Diagnosis{Class: class}, 1, true)).To(BeEmpty(), class)
+		}
+	})
+})
