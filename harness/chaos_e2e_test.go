@@ -111,6 +111,22 @@ var _ = Describe("every fault kind against the real engine and real connections"
 		}, SpecTimeout(2*time.Minute)),
 	)
 
+	It("sees the built-in agent retry a transient failure under the same key, never a new one", func(ctx SpecContext) {
+		h := newHarness(ctx, nil)
+		res, err := h.Run(ctx, harness.RunRequest{Scenario: deploy(), Faults: faults("effect-5xx@effect:2")})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res.Verdict).To(Equal(harness.VerdictPass), res.Reason)
+		run, err := h.History().Load(ctx, res.RunID)
+		Expect(err).NotTo(HaveOccurred())
+		keys := []string{}
+		for _, e := range run.Effects {
+			keys = append(keys, e.Key)
+		}
+		Expect(keys).To(Equal([]string{"step-1/0", "step-2/0", "step-3/0", "step-4/0", "step-5/0"}), "one key per step: the retry reused its key")
+		Expect(run.Effects[1].Intents).To(Equal(2), "step 2 was sent twice under that key")
+		Expect(run.Effects[1].Executions).To(Equal(1), "and reached the world once")
+	}, SpecTimeout(2*time.Minute))
+
 	It("holds every reply to an attempt a stop signalled: an agent that ignores SIGTERM gets no further than the fault's step", func(ctx SpecContext) {
 		h := newHarness(ctx, nil)
 		s := deployWith("  stubborn: {builtin: deployer, args: [--ignore-sigterm]}\n")

@@ -210,6 +210,10 @@ type imageFile struct {
 // load reads the binary and checks that it can run in a scratch image.
 func (b *imageFile) load() error {
 	data, err := os.ReadFile(b.src)
+	if err != nil && b.role == "agent" {
+		// The agent as given cannot run: the scenario's agent.binary.
+		return fmt.Errorf("ensure image: read agent binary: %w: %w", ErrInvalidSpec, err)
+	}
 	if err != nil {
 		return fmt.Errorf("ensure image: read %s binary: %w", b.role, err)
 	}

@@ -113,6 +113,11 @@ var _ = Describe("EnsureImage", func() {
 			Expect(err.Error()).To(ContainSubstring("CGO_ENABLED=0"))
 		}
 
+		missing := filepath.Join(GinkgoT().TempDir(), "bin", "agent")
+		_, err = e.EnsureImage(ctx, sandbox.ImageSpec{InitBinary: initBinary, AgentBinary: missing})
+		Expect(err).To(MatchError(sandbox.ErrInvalidSpec), "an agent.binary that is not there is the agent's problem, not an internal one")
+		Expect(err.Error()).To(ContainSubstring(missing))
+
 		_, err = e.InspectAgentImage(ctx, "overnight-no-such-image:"+suiteID)
 		Expect(err).To(MatchError(sandbox.ErrNotFound))
 		Expect(err.Error()).To(ContainSubstring("can pull nothing"))

@@ -41,15 +41,22 @@ func (m *adapter) act(ctx context.Context, kind string, args map[string]any) (ma
 	corrections, retries := 0, 0
 	wait := 30 * time.Second
 	forgot := false
+	key := "" // the key of a request to send again as it was (after a transient failure)
 	for {
 		k, a := m.api.apply(kind, args)
 		var res protocol.EffectResult
 		var err error
-		if m.naive {
+		switch {
+		case m.naive:
 			res, err = m.c.EffectUnkeyed(ctx, k, a)
-		} else {
+		case key != "":
+			// The same request again under its own key: the harness
+			// reconciles it first, so it runs at most once.
+			res, err = m.c.EffectWithKey(ctx, key, k, a)
+		default:
 			res, err = m.c.Effect(ctx, k, a)
 		}
+		key = ""
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", k, err)
 		}
@@ -70,8 +77,10 @@ func (m *adapter) act(ctx context.Context, kind string, args map[string]any) (ma
 		}
 		_ = m.c.Event(ctx, "error", fmt.Sprintf("%s: %s (%s)", k, res.Error.Message, res.Error.Code), res.Error)
 		if res.Error.Transient {
-			// The world never acted: wait (in the run's virtual time, so an
-			// outage of hours costs nothing real) and send it again.
+			// The world never acted, or its answer was lost: wait (in the
+			// run's virtual time, so an outage of hours costs nothing real)
+			// and send it again under the same key.
+			key = res.Key
 			if retries++; retries > 12 {
 				return nil, fmt.Errorf("%s: still failing after %d retries: %s", k, retries-1, res.Error.Message)
 			}
