@@ -438,7 +438,7 @@ var _ = Describe("the LLM path in real runs", func() {
 		res, err := h.Run(ctx, harness.RunRequest{Scenario: s, Faults: faults("api-version:v2@step:1")})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(res.Verdict).To(Equal(harness.VerdictFail))
-		Expect(res.Reason).To(ContainSubstring("LLM budget: 1 calls spent"))
+		Expect(res.Reason).To(ContainSubstring("LLM budget: 1 call spent"))
 	}, SpecTimeout(2*time.Minute))
 
 	It("builds the sandbox's environment from scratch: the run token, never the harness's provider keys", func(ctx SpecContext) {

@@ -42,7 +42,7 @@ func (rf *reflector) diagnose(r *history.ReflectionRecord) error {
 	d := diagnose(r.Trigger, run, r.Replays, cf, tail)
 	r.Diagnosis = &d
 	if !reproduced {
-		rf.decide(r, history.DecisionGaveUp, fmt.Sprintf("not reproduced: the failure did not come back in %d isolated replays", len(r.Replays)))
+		rf.decide(r, history.DecisionGaveUp, "not reproduced: the failure did not come back in "+history.Count(len(r.Replays), "isolated replay"))
 	}
 	return nil
 }

@@ -247,7 +247,7 @@ func (rf *reflector) stages(r *history.ReflectionRecord) error {
 		return rf.save(*r)
 	}
 	if err := step(history.StageReplayed, func() error {
-		rf.h.Progressf("reflection %s: replaying attempt %d in isolation (%d replays)", r.ID, r.Trigger.Attempt, rf.scen.Reflect.Replays)
+		rf.h.Progressf("reflection %s: replaying attempt %d in isolation (%s)", r.ID, r.Trigger.Attempt, history.Count(rf.scen.Reflect.Replays, "replay"))
 		return rf.replay(r)
 	}); err != nil {
 		return err
