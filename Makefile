@@ -85,8 +85,11 @@ demo: build ## deploy with the agent SIGKILLed after step 3, the naive agent cau
 	@echo "   The harness replays the failure in isolation, diagnoses it, verifies a lesson there,"
 	@echo "   and only then lets the next attempt deploy (the lesson is written by the scripted test double)."
 	@echo "   $(BIN) run deploy-v2 --seed 3 --lessons none"
-	@./$(BIN) --state $(DEMO_STATE) run deploy-v2 --seed 3 --lessons none
-	@echo "   The write-up: $(BIN) --state $(DEMO_STATE) reflect <run-id>"
+	@out=$$(./$(BIN) --state $(DEMO_STATE) run deploy-v2 --seed 3 --lessons none); code=$$?; \
+	  printf '%s\n' "$$out"; if [ $$code -ne 0 ]; then exit $$code; fi; \
+	  id=$$(printf '%s\n' "$$out" | sed -n '1s/^run \([^:]*\): .*/\1/p'); \
+	  if [ -z "$$id" ]; then echo "demo: no run id on the first line of the deploy-v2 run's output"; exit 1; fi; \
+	  echo "   The write-up: $(BIN) --state $(DEMO_STATE) reflect $$id"
 	@echo
 	@echo "demo ok: the harness passed the agents that survive, caught the one that does not, and taught one that failed."
 	@echo "See the runs with: $(BIN) --state $(DEMO_STATE) runs"

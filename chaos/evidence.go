@@ -30,7 +30,9 @@ const (
 	// hit, or an attempt was alive and cut off for the whole outage.
 	MetByLink
 	// MetByLaterEffect: an effect was sent after it fired (an API change
-	// that no request ever met changed nothing for the agent).
+	// that no request ever met changed nothing for the agent). Fired at
+	// effect:N:before, the N-th effect itself is the first: the world had
+	// not seen it yet (see Evidence.Phase).
 	MetByLaterEffect
 	// MetByEffectHit: its toxic hit an effect while it was active.
 	MetByEffectHit
@@ -60,6 +62,12 @@ type Evidence struct {
 	// IntentsAtFire is how many effect intents were journaled when it
 	// fired (MetByLaterEffect counts the ones after).
 	IntentsAtFire int `json:"intents_at_fire"`
+	// Phase is where an effect:N trigger fired it (PhaseBefore, PhaseMid
+	// or PhaseAfter); empty for any other trigger. At PhaseBefore the N-th
+	// effect's intent is journaled (counted in IntentsAtFire) but the world
+	// has not seen it: that effect is the first to meet the fault. At
+	// PhaseMid and PhaseAfter the world executed it before the fault acted.
+	Phase Phase `json:"phase,omitempty"`
 	// Acted is whether it ever acted on its path (a more severe fault may
 	// have covered it for its whole duration).
 	Acted bool `json:"acted,omitempty"`
@@ -105,8 +113,15 @@ func (m MetBy) AtHeal(e Evidence, alive int) (j Judgement, ok bool) {
 func (m MetBy) AtEnd(e Evidence, intents int) Judgement {
 	switch m {
 	case MetByLaterEffect:
-		if n := intents - e.IntentsAtFire; n > 0 {
-			return Judgement{true, fmt.Sprintf("%d effects were sent under the new API", n)}
+		first := e.IntentsAtFire + 1
+		if e.Phase == PhaseBefore {
+			first-- // the effect that fired it reached the world after it
+		}
+		switch n := intents - first + 1; {
+		case n == 1:
+			return Judgement{true, fmt.Sprintf("effect %d was sent under the new API", first)}
+		case n > 1:
+			return Judgement{true, fmt.Sprintf("%d effects were sent under the new API, from effect %d on", n, first)}
 		}
 		return Judgement{Detail: "no effect was sent after the API changed"}
 	case MetByEffectHit:

@@ -65,3 +65,32 @@ var _ = Describe("the follow-up that shows an agent met a 429", func() {
 		Expect(ok).To(BeTrue())
 	})
 })
+
+var _ = Describe("an API change met by a later effect", func() {
+	// Fired by the 3rd effect: its intent is journaled (3 intents) when the
+	// fault fires, whatever the phase.
+	DescribeTable("counts the triggering effect only when the fault fired before the world saw it",
+		func(phase chaos.Phase, intents int, met bool, detail string) {
+			j := chaos.MetByLaterEffect.AtEnd(chaos.Evidence{IntentsAtFire: 3, Phase: phase}, intents)
+			Expect(j.Met).To(Equal(met))
+			Expect(j.Detail).To(Equal(detail))
+		},
+		Entry("before, and the agent sent nothing more", chaos.PhaseBefore, 3, true, "effect 3 was sent under the new API"),
+		Entry("before, and two more", chaos.PhaseBefore, 5, true, "3 effects were sent under the new API, from effect 3 on"),
+		Entry("mid: the world had executed it", chaos.PhaseMid, 3, false, "no effect was sent after the API changed"),
+		Entry("mid, and one more", chaos.PhaseMid, 4, true, "effect 4 was sent under the new API"),
+		Entry("after: its result was journaled", chaos.PhaseAfter, 3, false, "no effect was sent after the API changed"),
+		Entry("after, and two more", chaos.PhaseAfter, 5, true, "2 effects were sent under the new API, from effect 4 on"),
+		Entry("another trigger (step, t:): the intents after it", chaos.PhaseDefault, 3, false, "no effect was sent after the API changed"),
+		Entry("another trigger, and one more", chaos.PhaseDefault, 4, true, "effect 4 was sent under the new API"),
+	)
+
+	It("keeps the phase in the journaled evidence, so a resumed run judges it the same", func() {
+		b, err := json.Marshal(chaos.Evidence{IntentsAtFire: 3, Phase: chaos.PhaseBefore})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(string(b)).To(ContainSubstring(`"phase":"before"`))
+		var back chaos.Evidence
+		Expect(json.Unmarshal(b, &back)).To(Succeed())
+		Expect(chaos.MetByLaterEffect.AtEnd(back, 3).Met).To(BeTrue())
+	})
+})

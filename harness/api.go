@@ -186,6 +186,9 @@ type RunSummary struct {
 	Reason    string    `json:"reason,omitempty"`
 	// Parent is set for an isolated re-run: the run it re-ran.
 	Parent string `json:"parent,omitempty"`
+	// Purpose says, for an isolated re-run, why it ran ("r1 replay 2/3",
+	// "r1 verification").
+	Purpose string `json:"purpose,omitempty"`
 }
 
 // Runs lists the state dir's runs, newest first. A run recorded as running
@@ -216,7 +219,7 @@ func (h *Harness) summary(r RunRecord) RunSummary {
 	s := RunSummary{RunID: r.ID, Scenario: r.Scenario, Seed: r.Seed, Status: status,
 		Verdict: r.Verdict, StartedAt: r.StartedAt, Attempts: r.Attempts, Reason: r.Reason}
 	if r.Isolated != nil {
-		s.Parent = r.Isolated.Parent
+		s.Parent, s.Purpose = r.Isolated.Parent, r.Isolated.Purpose
 	}
 	return s
 }

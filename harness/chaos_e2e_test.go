@@ -396,6 +396,40 @@ var _ = Describe("shrink", func() {
 	}, SpecTimeout(2*time.Minute))
 })
 
+var _ = Describe("an API change an effect triggers, and whether the agent met it", func() {
+	// The quitter reports failure on the first refusal: under v2 that is
+	// the first effect the world sees after the change.
+	quitter := "  quitter: {builtin: deployer, args: [--give-up]}\n"
+	DescribeTable("counts the triggering effect only when the change came before the world saw it",
+		func(ctx SpecContext, agent, spec string, met bool, detail, verdict, firedVerdict, reason string) {
+			h := newHarness(ctx, nil)
+			res, err := h.Run(ctx, harness.RunRequest{Scenario: deployWith(quitter), Agent: agent, Faults: faults(spec), MaxAttempts: 1})
+			Expect(err).NotTo(HaveOccurred())
+			f := faultResult(res, "api-version")
+			Expect(f.Applied).To(BeTrue())
+			Expect(f.Met).To(Equal(met), f.MetDetail)
+			Expect(f.MetDetail).To(Equal(detail))
+			fired := invariant(res, harness.InvFaultsFired)
+			Expect(fired.Verdict).To(Equal(firedVerdict), fired.Detail)
+			if firedVerdict == harness.VerdictPass {
+				Expect(fired.Detail).To(Equal("the 1 scheduled fault fired and the agent met it"))
+			}
+			Expect(res.Verdict).To(Equal(verdict), res.Reason)
+			Expect(res.Reason).To(HavePrefix(reason))
+			Expect(invariant(res, harness.InvNoLostProgress).Detail).To(ContainSubstring(" over 1 attempt never went back"))
+		},
+		Entry("effect:3 (before, api-version's default): effect 3, refused under v2, met it", "quitter", "api-version:v2@effect:3",
+			true, "effect 3 was sent under the new API", harness.VerdictFail, harness.VerdictPass,
+			`the agent reported done with outcome failure: "step 3: `, SpecTimeout(2*time.Minute)),
+		Entry("effect:3:after: effect 3 went through under v1, effect 4 met it", "quitter", "api-version:v2@effect:3:after",
+			true, "effect 4 was sent under the new API", harness.VerdictFail, harness.VerdictPass,
+			`the agent reported done with outcome failure: "step 4: `, SpecTimeout(2*time.Minute)),
+		Entry("effect:5:after: the last effect went through under v1 and nothing came after", "", "api-version:v2@effect:5:after",
+			false, "no effect was sent after the API changed", harness.VerdictUnknown, harness.VerdictUnknown,
+			"the agent reported done with outcome success; faults-fired unknown", SpecTimeout(2*time.Minute)),
+	)
+})
+
 var _ = Describe("the LLM path in real runs", func() {
 	It("records every exchange, and a replay from the recording gives the same history", func(ctx SpecContext) {
 		h := newHarness(ctx, nil)
@@ -454,7 +488,7 @@ var _ = Describe("the LLM path in real runs", func() {
 		res, err := h.Run(ctx, harness.RunRequest{Scenario: s, Faults: faults("api-version:v2@step:1")})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(res.Verdict).To(Equal(harness.VerdictFail))
-		Expect(res.Reason).To(ContainSubstring("LLM budget: 1 calls spent"))
+		Expect(res.Reason).To(ContainSubstring("LLM budget: 1 call spent"))
 	}, SpecTimeout(2*time.Minute))
 
 	It("builds the sandbox's environment from scratch: the run token, never the harness's provider keys", func(ctx SpecContext) {

@@ -117,6 +117,11 @@ func (e *faultEngine) fire(ctx context.Context, f *faultState) {
 	f.rec.AppliedVirtual = now
 	f.rec.AppliedWall = time.Now().UTC()
 	f.rec.Evidence.IntentsAtFire = e.host.intentCount()
+	if f.spec.Trigger.Type == chaos.TriggerEffect {
+		// Fired before the world saw the triggering effect, that effect
+		// is the first to meet it.
+		f.rec.Evidence.Phase = f.phase
+	}
 	if f.spec.Duration == 0 {
 		f.rec.HealedVirtual = now
 	}

@@ -170,6 +170,8 @@ func (r *run) judge(ctx context.Context, end endState) (*Result, error) {
 		res.Verdict, res.Reason = end.verdict, end.reason
 	case end.limit:
 		res.Verdict, res.Reason = VerdictFail, end.reason
+	case res.Verdict == VerdictPass && len(res.Invariants) == 1:
+		res.Reason = end.reason + "; its 1 invariant holds"
 	case res.Verdict == VerdictPass:
 		res.Reason = fmt.Sprintf("%s; all %d invariants hold", end.reason, len(res.Invariants))
 	default:

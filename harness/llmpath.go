@@ -224,7 +224,7 @@ func (p *llmPath) spend() *gateway.Error {
 }
 
 func (p *llmPath) callsSpent() string {
-	return fmt.Sprintf("LLM budget: %d calls spent (budget %d)", p.budget.Calls, p.budget.Calls)
+	return fmt.Sprintf("LLM budget: %s spent (budget %d)", history.Count(p.budget.Calls, "call"), p.budget.Calls)
 }
 
 func (p *llmPath) chat(ctx context.Context, c gateway.Caller, req protocol.ChatRequest) (protocol.ChatResponse, error) {

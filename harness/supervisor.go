@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -199,8 +200,8 @@ func (r *run) supervise(ctx context.Context, spec sandboxPlan) (endState, error)
 		loop := done == nil && !r.clock.reached() && n-window >= r.rec.MaxAttempts
 		var loopReason string
 		if loop {
-			loopReason = fmt.Sprintf("crash loop: %d attempts ended without the agent reporting done (last: %s); max_attempts is %d",
-				n-window, describe(last), r.rec.MaxAttempts)
+			loopReason = fmt.Sprintf("crash loop: %s ended without the agent reporting done (last: %s); max_attempts is %d",
+				history.Count(n-window, "attempt"), describe(last), r.rec.MaxAttempts)
 			r.mu.Lock()
 			r.failed(Failure{Kind: FailureCrashLoop, Attempt: n - 1, Detail: loopReason})
 			r.unlock()
@@ -228,7 +229,7 @@ func (r *run) supervise(ctx context.Context, spec sandboxPlan) (endState, error)
 			}
 		}
 		if done != nil {
-			return endState{reason: "the agent reported done"}, nil
+			return endState{reason: doneReason(done)}, nil
 		}
 		if r.clock.reached() {
 			return endState{limit: true, reason: fmt.Sprintf("virtual horizon reached (%s of virtual time) before the agent finished", r.clock.span())}, nil
@@ -290,6 +291,26 @@ func (r *run) stopped(ctx context.Context) (endState, error) {
 		return endState{limit: true, reason: fmt.Sprintf("wall-clock timeout (%s) reached before the agent finished", time.Duration(r.rec.Timeout))}, nil
 	}
 	return endState{}, ErrInterrupted
+}
+
+// maxReasonSummary is how many characters of the agent's summary a run's
+// reason quotes (the whole is in the journal and the run's report).
+const maxReasonSummary = 160
+
+// doneReason is the reason of a run that ended on the agent's claim: which
+// claim, and for a failure the agent's own summary of it.
+func doneReason(d *history.DoneRecord) string {
+	s := "the agent reported done with outcome " + d.Outcome
+	if d.Outcome != protocol.OutcomeFailure {
+		return s
+	}
+	if sum := []rune(strings.Join(strings.Fields(d.Summary), " ")); len(sum) > 0 {
+		if len(sum) > maxReasonSummary {
+			sum = append(sum[:maxReasonSummary], '…')
+		}
+		s += fmt.Sprintf(": %q", string(sum))
+	}
+	return s
 }
 
 func describe(a history.AttemptRecord) string {

@@ -55,7 +55,7 @@ func diagnose(t history.Trigger, run *history.Run, replays []history.ReplayRecor
 		d.Class, d.Detail = ClassCrashRecovery, fmt.Sprintf("%s was violated: %s", t.Invariant, t.Detail)
 		evidence["invariant"] = t.Invariant
 	case len(replays) > 0 && !reproducedAny:
-		d.Class, d.Detail = ClassTransient, fmt.Sprintf("the failure did not come back in %d isolated replays", len(replays))
+		d.Class, d.Detail = ClassTransient, "the failure did not come back in "+history.Count(len(replays), "isolated replay")
 	case refused != nil:
 		evidence["effect"] = map[string]any{"kind": refused.Kind, "args": refused.Args}
 		evidence["error"] = refused.Error
@@ -128,7 +128,7 @@ func crashLoop(t history.Trigger, run *history.Run, tail string, evidence map[st
 	}
 	if resumed >= 0 && !progressed {
 		evidence["resumed_step"] = resumed
-		return ClassCrashRecovery, fmt.Sprintf("%d attempts in a row resumed from the checkpoint at step %d and died before checkpointing anything%s", t.Attempt-by, resumed, said)
+		return ClassCrashRecovery, fmt.Sprintf("%s in a row resumed from the checkpoint at step %d and died before checkpointing anything%s", history.Count(t.Attempt-by, "attempt"), resumed, said)
 	}
 	return ClassAgentLogic, "the agent's attempts kept ending without it reporting done (" + t.Detail + ")" + said
 }

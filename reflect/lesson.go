@@ -46,7 +46,7 @@ func (rf *reflector) diagnose(r *history.ReflectionRecord) error {
 		rf.decide(r, history.DecisionGaveUp, d.Detail+": the gate's own decision, not the world's or the infrastructure's — "+
 			"no lesson can be verified past it (isolated runs have no gate)")
 	case !reproduced && r.ReplaysSkipped == "":
-		rf.decide(r, history.DecisionGaveUp, fmt.Sprintf("not reproduced: the failure did not come back in %d isolated replays", len(r.Replays)))
+		rf.decide(r, history.DecisionGaveUp, "not reproduced: the failure did not come back in "+history.Count(len(r.Replays), "isolated replay"))
 	}
 	return nil
 }

@@ -279,7 +279,7 @@ func (rf *reflector) stages(r *history.ReflectionRecord) error {
 			rf.h.Progressf("reflection %s: no replays: %s", r.ID, why)
 			return err
 		}
-		rf.h.Progressf("reflection %s: replaying attempt %d in isolation (%d replays)", r.ID, r.Trigger.Attempt, rf.scen.Reflect.Replays)
+		rf.h.Progressf("reflection %s: replaying attempt %d in isolation (%s)", r.ID, r.Trigger.Attempt, history.Count(rf.scen.Reflect.Replays, "replay"))
 		return rf.replay(r)
 	}); err != nil {
 		return err

@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/overnight-dev/overnight/chaos"
 	"github.com/overnight-dev/overnight/harness"
+	"github.com/overnight-dev/overnight/harness/history"
 	"github.com/overnight-dev/overnight/harness/journal"
 	"github.com/overnight-dev/overnight/reflect"
 	"github.com/overnight-dev/overnight/sandbox/initproc"
@@ -465,10 +467,15 @@ func resumeCmd(g *globals) *cobra.Command {
 
 func runsCmd(g *globals) *cobra.Command {
 	var output string
+	var all bool
 	cmd := &cobra.Command{
 		Use:   "runs",
-		Short: "List the runs in the state dir, newest first",
-		Args:  cobra.NoArgs,
+		Short: "List the runs in the state dir, newest first (--all: with the isolated re-runs of reflections)",
+		Long: `runs lists the runs in the state dir, newest first. The isolated re-runs a
+reflection makes (its replays, counterfactual and verification) are left out,
+in the table and in --output json: --all lists them too, each with the run
+it re-ran (parent) and why (purpose). overnight reflect RUN writes them up.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var runs []harness.RunSummary
 			h, err := g.openExisting(cmd.Context(), false)
@@ -481,6 +488,12 @@ func runsCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return &codeError{exitError, err}
 			}
+			hidden := 0
+			if !all {
+				listed := len(runs)
+				runs = slices.DeleteFunc(runs, func(r harness.RunSummary) bool { return r.Parent != "" })
+				hidden = listed - len(runs)
+			}
 			if output == "json" {
 				return writeJSON(g.stdout, map[string]any{"runs": runs})
 			}
@@ -489,19 +502,40 @@ func runsCmd(g *globals) *cobra.Command {
 				fmt.Fprintf(g.stdout, "no runs in %s\n", dir)
 				return nil
 			}
-			fmt.Fprintf(g.stdout, "%-23s  %-12s  %6s  %-11s  %-7s  %s\n", "RUN", "SCENARIO", "SEED", "STATUS", "VERDICT", "STARTED")
-			for _, r := range runs {
-				v := r.Verdict
-				if v == "" {
-					v = "-"
-				}
-				fmt.Fprintf(g.stdout, "%-23s  %-12s  %6d  %-11s  %-7s  %s\n", r.RunID, r.Scenario, r.Seed, r.Status, v, r.StartedAt.Local().Format(time.DateTime))
+			writeRuns(g.stdout, runs, all)
+			if hidden > 0 {
+				fmt.Fprintf(g.stdout, "(%s of reflections not listed; --all lists them)\n", history.Count(hidden, "isolated re-run"))
 			}
 			return nil
 		},
 	}
+	cmd.Flags().BoolVar(&all, "all", false, "list the isolated re-runs of reflections too (replays, counterfactuals, verifications), with the run each re-ran")
 	outputFlag(cmd, &output)
 	return cmd
+}
+
+// writeRuns prints runs as a table; all adds a column naming each isolated
+// re-run's purpose and parent.
+func writeRuns(w io.Writer, runs []harness.RunSummary, all bool) {
+	line := func(id, scenario string, seed any, status, verdict, started, isolated string) {
+		if all {
+			fmt.Fprintf(w, "%-23s  %-12s  %6v  %-11s  %-7s  %-19s  %s\n", id, scenario, seed, status, verdict, started, isolated)
+		} else {
+			fmt.Fprintf(w, "%-23s  %-12s  %6v  %-11s  %-7s  %s\n", id, scenario, seed, status, verdict, started)
+		}
+	}
+	line("RUN", "SCENARIO", "SEED", "STATUS", "VERDICT", "STARTED", "ISOLATED RE-RUN")
+	for _, r := range runs {
+		v := r.Verdict
+		if v == "" {
+			v = "-"
+		}
+		isolated := "-"
+		if r.Parent != "" {
+			isolated = strings.TrimSpace(r.Purpose + " of " + r.Parent)
+		}
+		line(r.RunID, r.Scenario, r.Seed, r.Status, v, r.StartedAt.Local().Format(time.DateTime), isolated)
+	}
 }
 
 func logsCmd(g *globals) *cobra.Command {

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -130,7 +131,7 @@ func invariantDetail(res harness.Result, name string) string {
 }
 
 var _ = Describe("the reflection loop from the command line", func() {
-	It("runs deploy-v2 through exactly one reflection to a pass, and writes it up", func(ctx SpecContext) {
+	It("runs deploy-v2 through exactly one reflection to a pass, writes it up, and lists its isolated re-runs only with --all", func(ctx SpecContext) {
 		state := stateDir()
 		o := overnight(ctx, state, nil, "run", "deploy-v2", "--seed", "3", "-o", "json", "-q")
 		Expect(o.code).To(Equal(0), o.stderr)
@@ -142,6 +143,7 @@ var _ = Describe("the reflection loop from the command line", func() {
 			Expect(rep.code).To(Equal(0), rep.stderr)
 			Expect(rep.stdout).To(ContainSubstring("api_contract_change"))
 		}
+		expectIsolatedListedWithAll(ctx, state, res.RunID)
 		u := overnight(ctx, state, nil, "run", "deploy-v2", "--agent", "unteachable", "-o", "json", "-q")
 		Expect(u.code).To(Equal(1), u.stderr)
 		Expect(decodeResult(u.stdout).Reason).To(HavePrefix("reflection r1 gave up"))
@@ -174,7 +176,7 @@ var _ = Describe("the reflection loop from the command line", func() {
 			id := killAt(ctx, state, at, "run", filepath.Join("..", "..", "reflect", "testdata", "deploy-fragile.yaml"), "-o", "json")
 			// The killed harness's shadow runs are not resumable: the
 			// reflection redoes its stage with new ones.
-			l := overnight(ctx, state, nil, "runs", "-o", "json")
+			l := overnight(ctx, state, nil, "runs", "--all", "-o", "json")
 			Expect(l.code).To(Equal(0), l.stderr)
 			var listed struct {
 				Runs []struct {
@@ -208,3 +210,43 @@ var _ = Describe("the reflection loop from the command line", func() {
 		Entry("after the decision, before the renewed attempt", "reflection r1 verified", false, SpecTimeout(4*time.Minute)),
 	)
 })
+
+// expectIsolatedListedWithAll checks that `overnight runs` lists id, the
+// only run of state made by a person, and leaves the isolated re-runs of
+// its reflection to --all, which names each one's purpose and parent.
+func expectIsolatedListedWithAll(ctx SpecContext, state, id string) {
+	list := func(args ...string) []harness.RunSummary {
+		l := overnight(ctx, state, nil, append([]string{"runs", "-o", "json"}, args...)...)
+		Expect(l.code).To(Equal(0), l.stderr)
+		var listed struct {
+			Runs []harness.RunSummary `json:"runs"`
+		}
+		Expect(json.Unmarshal([]byte(l.stdout), &listed)).To(Succeed(), l.stdout)
+		return listed.Runs
+	}
+	runs := list()
+	Expect(runs).To(HaveLen(1), "the run itself, not its reflection's replays, counterfactual and verification")
+	Expect(runs[0].RunID).To(Equal(id))
+	all := list("--all")
+	Expect(len(all)).To(BeNumerically(">", 1))
+	purposes := []string{}
+	for _, r := range all {
+		if r.RunID != id {
+			Expect(r.Parent).To(Equal(id), r.RunID)
+			purposes = append(purposes, r.Purpose)
+		}
+	}
+	Expect(purposes).To(ContainElements("r1 replay 1/3", "r1 verification"))
+
+	table := overnight(ctx, state, nil, "runs")
+	Expect(table.code).To(Equal(0), table.stderr)
+	lines := strings.Split(strings.TrimSpace(table.stdout), "\n")
+	Expect(lines).To(HaveLen(3), table.stdout)
+	Expect(lines[1]).To(HavePrefix(id))
+	Expect(lines[2]).To(Equal(fmt.Sprintf("(%d isolated re-runs of reflections not listed; --all lists them)", len(all)-1)))
+	table = overnight(ctx, state, nil, "runs", "--all")
+	Expect(table.code).To(Equal(0), table.stderr)
+	Expect(table.stdout).To(ContainSubstring("ISOLATED RE-RUN"))
+	Expect(table.stdout).To(MatchRegexp(`(?m)  r1 replay 1/3 of %s$`, id))
+	Expect(table.stdout).To(MatchRegexp(`(?m)^%s .*  -$`, id))
+}

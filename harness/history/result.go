@@ -192,12 +192,12 @@ func (res *Result) WriteText(w io.Writer) error {
 		if l.TestDouble {
 			what = "scripted (a deterministic test double driven by the scenario's rules, not a real model)"
 		}
-		fmt.Fprintf(&b, "LLM: %s; %d calls (%d answered, %d refused%s), %d prompt + %d completion tokens, $%.4f\n",
-			what, l.Calls, l.Answered, l.Refused, refusedBy(l.RefusedBy), l.PromptTokens, l.CompletionTokens, l.CostUSD)
+		fmt.Fprintf(&b, "LLM: %s; %s (%d answered, %d refused%s), %d prompt + %d completion tokens, $%.4f\n",
+			what, Count(l.Calls, "call"), l.Answered, l.Refused, refusedBy(l.RefusedBy), l.PromptTokens, l.CompletionTokens, l.CostUSD)
 	}
 	e := res.Effects
-	fmt.Fprintf(&b, "effects: %d executed, %d deduplicated, %d duplicates, %d unknown, %d unkeyed\n",
-		e.Executed, e.Deduplicated, e.Duplicates, e.Unknown, e.Unkeyed)
+	fmt.Fprintf(&b, "effects: %d executed, %d deduplicated, %s, %d unknown, %d unkeyed\n",
+		e.Executed, e.Deduplicated, Count(e.Duplicates, "duplicate"), e.Unknown, e.Unkeyed)
 	for _, r := range res.Reflections {
 		replays := fmt.Sprintf("replays: %d of %d reproduced it", r.Reproduced.Failed, r.Reproduced.Runs)
 		if r.ReplaysSkipped != "" {
@@ -217,6 +217,16 @@ func (res *Result) WriteText(w io.Writer) error {
 	fmt.Fprintf(&b, "history digest: %s\n", res.HistoryDigest)
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// Count writes n and a noun in the number it agrees with, for a person:
+// "1 attempt", "0 attempts", "3 attempts". The plural adds an s, so noun is
+// one whose plural does.
+func Count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // refusedBy lists refusals by code, for a person: ": 2 rate_limit_exceeded, 1 timeout".

@@ -226,16 +226,16 @@ func (m *runModel) LLMText() string {
 	if m.LLMSoFar {
 		soFar = " so far"
 	}
-	return fmt.Sprintf("%s: %d calls%s (%d answered, %d refused%s), %d prompt + %d completion tokens, $%.4f.",
-		what, l.Calls, soFar, l.Answered, l.Refused, refused, l.PromptTokens, l.CompletionTokens, l.CostUSD)
+	return fmt.Sprintf("%s: %s%s (%d answered, %d refused%s), %d prompt + %d completion tokens, $%.4f.",
+		what, history.Count(l.Calls, "call"), soFar, l.Answered, l.Refused, refused, l.PromptTokens, l.CompletionTokens, l.CostUSD)
 }
 
 // EffectsText is the effect counts in a sentence.
 func (m *runModel) EffectsText() string {
 	if e := m.Counts; e != nil {
-		return fmt.Sprintf("%d executed, %d deduplicated, %d duplicates, %d unknown, %d unkeyed.", e.Executed, e.Deduplicated, e.Duplicates, e.Unknown, e.Unkeyed)
+		return fmt.Sprintf("%d executed, %d deduplicated, %s, %d unknown, %d unkeyed.", e.Executed, e.Deduplicated, history.Count(e.Duplicates, "duplicate"), e.Unknown, e.Unkeyed)
 	}
-	return fmt.Sprintf("%d effects so far (the counts come with the verdict).", len(m.Effects))
+	return fmt.Sprintf("%s so far (the counts come with the verdict).", history.Count(len(m.Effects), "effect"))
 }
 
 var runHTML = sync.OnceValue(func() *template.Template {

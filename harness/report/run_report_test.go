@@ -115,7 +115,7 @@ var _ = Describe("a run's reports", func() {
 		Expect(report.RunMarkdown(&md, f)).To(Succeed())
 		golden("run-live.md", md.Bytes())
 		Expect(html.String()).To(ContainSubstring("no verdict yet (running)"))
-		Expect(html.String()).To(ContainSubstring("1 calls so far"))
+		Expect(html.String()).To(ContainSubstring("1 call so far"))
 		Expect(html.String()).NotTo(ContainSubstring("The gate"), "no reflection sections for a run without any")
 		Expect(report.RunJSON(&js, f)).To(MatchError(report.ErrNoResult))
 	})

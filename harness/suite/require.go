@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/overnight-dev/overnight/harness/history"
 )
 
 // Requirement outcomes.
@@ -132,7 +134,7 @@ func (q Requirement) Judge(res *Result) Judgement {
 	case len(unjudged) > 0:
 		j.Outcome, j.Detail = Unjudged, strings.Join(unjudged, "; ")
 	default:
-		j.Detail = fmt.Sprintf("%s holds over %d runs in %d groups", q.Text, res.Summary.Runs, res.Summary.Groups)
+		j.Detail = fmt.Sprintf("%s holds over %s in %s", q.Text, history.Count(res.Summary.Runs, "run"), history.Count(res.Summary.Groups, "group"))
 	}
 	return j
 }

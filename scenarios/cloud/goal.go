@@ -197,6 +197,9 @@ func (w *World) checkMaintenance(task json.RawMessage) (world.Check, error) {
 		return world.Check{Detail: fmt.Sprintf("missing snapshots %s of %s (%s; %d of %d present)",
 			strings.Join(bestMissing, ", "), g.Database, where, g.Days-len(bestMissing), g.Days)}, nil
 	}
+	if g.Days == 1 {
+		return world.Check{OK: true, Detail: fmt.Sprintf("%s (%s) has its 1 snapshot %s", g.Database, where, g.SnapshotName(1))}, nil
+	}
 	return world.Check{OK: true, Detail: fmt.Sprintf("%s (%s) has all %d snapshots %s..%s",
 		g.Database, where, g.Days, g.SnapshotName(1), g.SnapshotName(g.Days))}, nil
 }

@@ -270,7 +270,7 @@ func noLostProgress(_ context.Context, ev *Evidence) (Judgement, error) {
 			best, bestAttempt = c.Step, c.Attempt
 		}
 	}
-	return Judgement{Pass, fmt.Sprintf("%d checkpoints over %d attempts never went back (last step %d)", len(ev.Checkpoints), len(seen), best)}, nil
+	return Judgement{Pass, fmt.Sprintf("%s over %s never went back (last step %d)", count(len(ev.Checkpoints), "checkpoint"), count(len(seen), "attempt"), best)}, nil
 }
 
 func effectsResolved(_ context.Context, ev *Evidence) (Judgement, error) {
@@ -281,7 +281,10 @@ func effectsResolved(_ context.Context, ev *Evidence) (Judgement, error) {
 		}
 	}
 	if len(keys) > 0 {
-		return Judgement{Unknown, fmt.Sprintf("%d effects in doubt: %s", len(keys), strings.Join(keys, ", "))}, nil
+		return Judgement{Unknown, fmt.Sprintf("%s in doubt: %s", count(len(keys), "effect"), strings.Join(keys, ", "))}, nil
+	}
+	if len(ev.Effects) == 1 {
+		return Judgement{Pass, "its 1 effect has a known outcome"}, nil
 	}
 	return Judgement{Pass, fmt.Sprintf("all %d effects have a known outcome", len(ev.Effects))}, nil
 }
@@ -311,7 +314,19 @@ func faultsFired(_ context.Context, ev *Evidence) (Judgement, error) {
 	if len(why) > 0 {
 		return Judgement{Unknown, strings.Join(why, "; ")}, nil
 	}
+	if len(ev.Faults) == 1 {
+		return Judgement{Pass, "the 1 scheduled fault fired and the agent met it"}, nil
+	}
 	return Judgement{Pass, fmt.Sprintf("all %d scheduled faults fired and the agent met each", len(ev.Faults))}, nil
+}
+
+// count writes n and a noun in the number it agrees with: "1 attempt",
+// "3 attempts" (nouns whose plural adds an s).
+func count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // Quoted lists names quoted and comma-separated, for messages.
