@@ -159,6 +159,82 @@ var _ = Describe("schedules", func() {
 		Expect(texts(a)).NotTo(Equal(texts(c)))
 	})
 
+	It("draws, without a kinds filter, exactly the schedules it drew before kinds could be limited", func() {
+		// Pinned from the draw as it was before Reach.Kinds existed: a
+		// filter must not move a single unfiltered seed.
+		deploy := chaos.Reach{Steps: 5, Effects: 5, LLMCalls: 1}
+		week := chaos.Reach{Steps: 8, Effects: 9, Virtual: 7 * 24 * time.Hour}
+		want := map[int64][2][]string{
+			1: {{"blackhole@llm:1/6m", "stop:2s@effect:5:after/3m", "api-version:v2@effect:2", "pause@effect:4:before/4m", "blackhole@step:1/1m"},
+				{"blackhole@t:2d6h28m/9h47m", "stop:2s@effect:8:after/2h31m", "api-version:v2@effect:4", "pause@effect:7:before/5h10m", "blackhole@step:4/11m"}},
+			2: {{"api-version:v2@effect:3", "blackhole@step:3/3m", "llm-5xx@llm:1", "blackhole@llm:1/8m", "effect-5xx@effect:4"},
+				{"api-version:v2@effect:5", "blackhole@step:6/4h25m", "netdrop@t:5d6h20m/3h28m", "latency:78ms+22ms@effect:5:after/13h20m", "pause@effect:9:after/13h50m"}},
+			3: {{"kill@llm:1", "clock-jump:1h@step:2", "api-version:v2@effect:2", "api-version:v2@effect:3", "effect-slow:193ms@effect:5"},
+				{"kill@t:6d23h34m", "clock-jump:1h@step:7", "api-version:v2@effect:3", "api-version:v2@effect:5", "blackhole@t:18h14m/1h13m"}},
+			4: {{"effect-slow:238ms@effect:1", "api-version:v2@effect:2", "blackhole@step:1/1m", "latency:30ms+26ms@effect:5/7m", "clock-jump:10h@llm:1"},
+				{"effect-slow:238ms@effect:2", "api-version:v2@effect:3", "blackhole@step:5/1h20m", "latency:30ms+26ms@effect:8/10h33m", "pause@step:7/10h57m"}},
+		}
+		for seed, w := range want {
+			for i, reach := range []chaos.Reach{deploy, week} {
+				specs, err := chaos.RandomSchedule(chaos.NewStreams(seed).For("random-chaos"), reg, reach, 5)
+				Expect(err).NotTo(HaveOccurred())
+				Expect(texts(specs)).To(Equal(w[i]), "seed %d, reach %+v", seed, reach)
+			}
+		}
+	})
+
+	It("draws only the kinds reach.Kinds names, the same schedule per seed whatever their order", func() {
+		reach := chaos.Reach{Steps: 5, Effects: 5, LLMCalls: 1, Kinds: []string{"kill", "restart"}}
+		seen := map[string]int{}
+		for seed := int64(1); seed <= 60; seed++ {
+			specs, err := chaos.RandomSchedule(chaos.NewStreams(seed).For("random-chaos"), reg, reach, 5)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(specs).To(HaveLen(5))
+			for _, s := range specs {
+				Expect(s.Kind).To(BeElementOf("kill", "restart"), "seed %d: %s", seed, s)
+				seen[s.Kind]++
+			}
+			again := reach
+			again.Kinds = []string{"restart", "kill", "restart"}
+			same, err := chaos.RandomSchedule(chaos.NewStreams(seed).For("random-chaos"), reg, again, 5)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(texts(same)).To(Equal(texts(specs)), "seed %d", seed)
+		}
+		Expect(seen).To(HaveKey("kill"))
+		Expect(seen).To(HaveKey("restart"))
+
+		worldOnly := chaos.Reach{Steps: 5, Effects: 5, Kinds: []string{"effect-5xx", "effect-slow"}}
+		for seed := int64(1); seed <= 20; seed++ {
+			specs, err := chaos.RandomSchedule(chaos.NewStreams(seed).For("random-chaos"), reg, worldOnly, 3)
+			Expect(err).NotTo(HaveOccurred())
+			for _, s := range specs {
+				Expect(s.Kind).To(BeElementOf("effect-5xx", "effect-slow"), "seed %d: %s", seed, s)
+			}
+		}
+	})
+
+	DescribeTable("refuses a kind random chaos cannot draw, saying why and what to do",
+		func(reach chaos.Reach, kind string, sentinel error, want ...string) {
+			reach.Kinds = []string{"kill", kind}
+			_, err := chaos.RandomSchedule(chaos.NewStreams(1).For("random-chaos"), reg, reach, 3)
+			Expect(err).To(MatchError(sentinel))
+			for _, w := range want {
+				Expect(err.Error()).To(ContainSubstring(w))
+			}
+			Expect(reg.CheckDrawable(kind, reach)).To(MatchError(err.Error()))
+		},
+		Entry("an unknown kind, listing the kinds random draws", chaos.Reach{Steps: 5}, "kil", chaos.ErrUnknownFault,
+			`unknown fault kind "kil" (the kinds --chaos random draws: kill, pause, restart, stop, blackhole, latency, netdrop, llm-429,`),
+		Entry("harness-crash, which ends the harness", chaos.Reach{Steps: 5}, "harness-crash", chaos.ErrNotDrawable,
+			"harness-crash is not drawn at random: it ends the harness's own process; schedule it by hand instead, as in --fault harness-crash@effect:2"),
+		Entry("disconnect, which random never draws", chaos.Reach{Steps: 5}, "disconnect", chaos.ErrNotDrawable,
+			"disconnect is not drawn at random; schedule it by hand instead, as in --fault disconnect@t:1d/2h"),
+		Entry("an LLM fault in a run without LLM calls", chaos.Reach{Steps: 5, Effects: 5}, "llm-429", chaos.ErrNotDrawable,
+			"llm-429 is not drawn at random for this run: it is drawn only at an LLM call (llm:N), and the run reaches none (reach: steps 5, effects 5, llm_calls 0, virtual 0s); give the scenario's reach llm_calls, or leave llm-429 out"),
+		Entry("a world fault in a run without effects", chaos.Reach{Steps: 5}, "api-version", chaos.ErrNotDrawable,
+			"drawn only at an effect (effect:N)", "give the scenario's reach effects"),
+	)
+
 	It("still draws a schedule that needs more faults than the reach has free points", func() {
 		for seed := int64(0); seed < 50; seed++ {
 			specs, err := chaos.RandomSchedule(chaos.NewStreams(seed).For("random-chaos"), reg, chaos.Reach{Steps: 1}, 3)

@@ -48,8 +48,9 @@
 //
 // Expand turns specs into concrete instances (every and rate triggers into t: firings drawn from
 // a seeded stream), Draw draws faults for a scenario's draws: block, RandomSchedule draws a whole
-// schedule for --chaos random from what a run can reach, and Shrink delta-debugs a failing
-// schedule. NewStreams gives each component its own random stream of the run's seed.
+// schedule for --chaos random from what a run can reach (of the kinds Reach.Kinds names, when it
+// names any), and Shrink delta-debugs a failing schedule. NewStreams gives each component its
+// own random stream of the run's seed.
 //
 // Link is the network faults' target: the gateway's unix socket, as a net.Listener whose
 // connections Drop, Blackhole and SetLatency act on for real.

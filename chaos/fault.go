@@ -135,12 +135,17 @@ const (
 )
 
 // Reach is what a run can reach, for drawing random faults that can fire:
-// checkpoint steps, effects, LLM calls and virtual time.
+// checkpoint steps, effects, LLM calls and virtual time; and which kinds
+// a random schedule draws from.
 type Reach struct {
 	Steps    int           `json:"steps"`
 	Effects  int           `json:"effects"`
 	LLMCalls int           `json:"llm_calls"`
 	Virtual  time.Duration `json:"virtual"`
+	// Kinds, when not empty, are the only kinds RandomSchedule draws
+	// (a scenario's reach.kinds, or --chaos-kinds); empty: every kind it
+	// can draw. See Registry.RandomKinds.
+	Kinds []string `json:"kinds,omitempty"`
 }
 
 // Kind describes a fault kind in the catalog and builds its faults.

@@ -1,11 +1,14 @@
 package chaos
 
 import (
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -135,15 +138,15 @@ func (d Draw) Specs(rng *rand.Rand, reg *Registry) ([]Spec, error) {
 // fault shares its point with no other fault — as long as the reach has
 // points to spare: asked for more faults than fit, it places the rest
 // anywhere (they may then cover each other, and the run says so).
+//
+// reach.Kinds, when it names kinds (--chaos-kinds, a scenario's
+// reach.kinds), limits the draw to them; see RandomKinds. Without it the
+// draw is what it has always been for the seed: a filter changes only the
+// schedules it is given to.
 func RandomSchedule(rng *rand.Rand, reg *Registry, reach Reach, n int) ([]Spec, error) {
-	var kinds []Kind
-	for _, k := range reg.Kinds() {
-		if k.Draw != nil {
-			kinds = append(kinds, k)
-		}
-	}
-	if len(kinds) == 0 {
-		return nil, fmt.Errorf("random chaos: no fault kind can be drawn")
+	kinds, err := reg.RandomKinds(reach)
+	if err != nil {
+		return nil, err
 	}
 	var out []Spec
 	type point struct {
@@ -160,20 +163,7 @@ func RandomSchedule(rng *rand.Rand, reg *Registry, reach Reach, n int) ([]Spec, 
 			strict = false
 		}
 		k := kinds[rng.IntN(len(kinds))]
-		var options []TriggerType
-		triggers := k.Triggers
-		if len(k.DrawTriggers) > 0 {
-			triggers = k.DrawTriggers
-		}
-		for _, t := range triggers {
-			switch {
-			case t == TriggerStep && reach.Steps > 0,
-				t == TriggerEffect && reach.Effects > 0,
-				t == TriggerLLM && reach.LLMCalls > 0,
-				t == TriggerTime && reach.Virtual > time.Minute:
-				options = append(options, t)
-			}
-		}
+		options := drawTriggers(k, reach)
 		if len(options) == 0 {
 			continue
 		}
@@ -221,4 +211,113 @@ func RandomSchedule(rng *rand.Rand, reg *Registry, reach Reach, n int) ([]Spec, 
 		return nil, fmt.Errorf("random chaos: could draw only %d of %d faults the run can reach (%+v)", len(out), n, reach)
 	}
 	return out, nil
+}
+
+// RandomKinds returns the kinds RandomSchedule draws from for a run that
+// can reach reach: every kind with a Draw, in catalog order; or, when
+// reach.Kinds names kinds, those of them (neither their order nor a repeat
+// changes the draw). Each name in reach.Kinds must pass CheckDrawable.
+func (r *Registry) RandomKinds(reach Reach) ([]Kind, error) {
+	var kinds []Kind
+	for _, k := range r.Kinds() {
+		if k.Draw != nil && (len(reach.Kinds) == 0 || slices.Contains(reach.Kinds, k.Name)) {
+			kinds = append(kinds, k)
+		}
+	}
+	for _, name := range reach.Kinds {
+		if err := r.CheckDrawable(name, reach); err != nil {
+			return nil, err
+		}
+	}
+	if len(kinds) == 0 {
+		return nil, fmt.Errorf("random chaos: no fault kind can be drawn")
+	}
+	return kinds, nil
+}
+
+// ErrNotDrawable is wrapped by CheckDrawable's error for a kind that
+// exists but that --chaos random cannot draw for the run.
+var ErrNotDrawable = errors.New("not drawn at random")
+
+// CheckDrawable says whether --chaos random can draw the kind called name
+// for a run that can reach reach: the kind exists (else an error wrapping
+// ErrUnknownFault that lists the kinds random draws), random draws it at
+// all (harness-crash, which ends the harness, and disconnect are only
+// scheduled by hand), and the run reaches a trigger it is drawn at (an LLM
+// fault is drawn only at an LLM call, a world fault only at an effect);
+// the last two wrap ErrNotDrawable and say what to do instead.
+func (r *Registry) CheckDrawable(name string, reach Reach) error {
+	k, ok := r.kinds[name]
+	if !ok {
+		var drawn []string
+		for _, k := range r.Kinds() {
+			if k.Draw != nil {
+				drawn = append(drawn, k.Name)
+			}
+		}
+		return fmt.Errorf("%w %q (the kinds --chaos random draws: %s; see `overnight faults`)", ErrUnknownFault, name, strings.Join(drawn, ", "))
+	}
+	if k.Draw == nil {
+		why := ""
+		if k.EndsHarness {
+			why = ": it ends the harness's own process"
+		}
+		return fmt.Errorf("%s is %w%s; schedule it by hand instead, as in --fault %s", name, ErrNotDrawable, why, k.Example)
+	}
+	if len(drawTriggers(k, reach)) > 0 {
+		return nil
+	}
+	var at, need []string
+	for _, t := range k.DrawnAt() {
+		switch t {
+		case TriggerStep:
+			at, need = append(at, "a checkpoint step (step:N)"), append(need, "steps")
+		case TriggerEffect:
+			at, need = append(at, "an effect (effect:N)"), append(need, "effects")
+		case TriggerLLM:
+			at, need = append(at, "an LLM call (llm:N)"), append(need, "llm_calls")
+		case TriggerTime:
+			at, need = append(at, "a virtual time (t:D)"), append(need, "virtual (over 1m)")
+		}
+	}
+	return fmt.Errorf("%s is %w for this run: it is drawn only at %s, and the run reaches none (reach: steps %d, effects %d, llm_calls %d, virtual %s); "+
+		"give the scenario's reach %s, or leave %s out", name, ErrNotDrawable, strings.Join(at, " or "),
+		reach.Steps, reach.Effects, reach.LLMCalls, FormatDuration(reach.Virtual), strings.Join(need, " or "), name)
+}
+
+// DrawnAt lists the triggers RandomSchedule gives a fault of the kind,
+// when the run reaches them: its DrawTriggers, else those of its Triggers
+// that fire once (step, effect, llm, t). None: random never draws it.
+func (k Kind) DrawnAt() []TriggerType {
+	if k.Draw == nil {
+		return nil
+	}
+	triggers := k.Triggers
+	if len(k.DrawTriggers) > 0 {
+		triggers = k.DrawTriggers
+	}
+	var out []TriggerType
+	for _, t := range triggers {
+		switch t {
+		case TriggerStep, TriggerEffect, TriggerLLM, TriggerTime:
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// drawTriggers are the triggers RandomSchedule may give a fault of k in a
+// run that can reach reach.
+func drawTriggers(k Kind, reach Reach) []TriggerType {
+	var options []TriggerType
+	for _, t := range k.DrawnAt() {
+		switch {
+		case t == TriggerStep && reach.Steps > 0,
+			t == TriggerEffect && reach.Effects > 0,
+			t == TriggerLLM && reach.LLMCalls > 0,
+			t == TriggerTime && reach.Virtual > time.Minute:
+			options = append(options, t)
+		}
+	}
+	return options
 }

@@ -32,6 +32,12 @@ type RunRequest struct {
 	// (--chaos random): kinds that can be drawn, with triggers the
 	// scenario's reach: block says a run can reach; never harness-crash.
 	RandomFaults int
+	// RandomKinds, when not empty, are the only fault kinds RandomFaults
+	// draws (--chaos-kinds), overriding the scenario's reach.kinds; empty:
+	// the scenario's reach.kinds, else every kind random draws. Each must
+	// be one random draws at a trigger the scenario's reach: allows (see
+	// chaos.Registry.CheckDrawable). Only with RandomFaults.
+	RandomKinds []string
 	// ReplayFaults names an earlier run whose fault log is re-applied
 	// exactly instead of drawing again (--replay-faults).
 	ReplayFaults string

@@ -2,6 +2,7 @@ package harness_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -10,6 +11,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
+	"github.com/overnight-dev/overnight/chaos"
 	"github.com/overnight-dev/overnight/harness"
 	"github.com/overnight-dev/overnight/harness/harnesstest"
 	"github.com/overnight-dev/overnight/sandbox"
@@ -361,6 +363,64 @@ var _ = Describe("the week scenario", func() {
 		Expect(err).NotTo(HaveOccurred())
 		Expect(res.Verdict).To(Equal(harness.VerdictFail))
 		Expect(invariant(res, harness.InvNoDuplicateEffects).Verdict).To(Equal(harness.VerdictFail))
+	}, SpecTimeout(2*time.Minute))
+})
+
+// deployReaching is the built-in deploy scenario with reach: replaced.
+func deployReaching(reach string) *scenarios.Scenario {
+	raw, ok := builtin.Lookup("deploy")
+	Expect(ok).To(BeTrue())
+	text := strings.Replace(string(raw), "reach: {steps: 5, effects: 5, llm_calls: 1}", reach, 1)
+	Expect(text).NotTo(Equal(string(raw)), "the deploy scenario's reach: line moved")
+	s, err := scenarios.Parse("deploy-reach.yaml", []byte(text))
+	Expect(err).NotTo(HaveOccurred())
+	return s
+}
+
+var _ = Describe("the kinds --chaos random draws", func() {
+	kindsOf := func(res *harness.Result) []string {
+		var out []string
+		for _, f := range res.Faults {
+			out = append(out, f.Kind)
+		}
+		return out
+	}
+
+	It("are the scenario's reach.kinds, and RandomKinds (--chaos-kinds) overrides them", func(ctx SpecContext) {
+		h := newHarness(ctx, nil)
+		seed := int64(3)
+		scen := deployReaching("reach: {steps: 5, effects: 5, llm_calls: 1, kinds: [kill]}")
+		res, err := h.Run(ctx, harness.RunRequest{Scenario: scen, Seed: &seed, RandomFaults: 3})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(kindsOf(res)).To(Equal([]string{"kill", "kill", "kill"}), "%+v", res.Faults)
+
+		res, err = h.Run(ctx, harness.RunRequest{Scenario: scen, Seed: &seed, RandomFaults: 3, RandomKinds: []string{"effect-5xx"}})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(kindsOf(res)).To(Equal([]string{"effect-5xx", "effect-5xx", "effect-5xx"}), "%+v", res.Faults)
+	}, SpecTimeout(3*time.Minute))
+
+	It("refuse a kind the run cannot draw, at its place in the file, before anything is recorded", func(ctx SpecContext) {
+		h := newHarness(ctx, nil)
+		scen := deployReaching("reach: {steps: 5, effects: 5, kinds: [kill, llm-429]}")
+		_, err := h.Run(ctx, harness.RunRequest{Scenario: scen, RandomFaults: 3})
+		var at *scenarios.Error
+		Expect(errors.As(err, &at)).To(BeTrue(), "%v", err)
+		Expect(at.Error()).To(HavePrefix("deploy-reach.yaml:54:45: reach.kinds[1]: llm-429 is not drawn at random for this run: it is drawn only at an LLM call (llm:N)"))
+
+		_, err = h.Run(ctx, harness.RunRequest{Scenario: deploy(), RandomFaults: 3, RandomKinds: []string{"kill", "harness-crash"}})
+		Expect(err).To(MatchError(chaos.ErrNotDrawable))
+		Expect(err.Error()).To(HavePrefix("--chaos-kinds, scenario deploy: harness-crash is not drawn at random: it ends the harness's own process"))
+		_, err = h.Run(ctx, harness.RunRequest{Scenario: deploy(), RandomFaults: 3, RandomKinds: []string{"kil"}})
+		Expect(err).To(MatchError(chaos.ErrUnknownFault))
+		_, err = h.Run(ctx, harness.RunRequest{Scenario: deploy(), RandomKinds: []string{"kill"}})
+		Expect(err).To(MatchError(harness.ErrFaultSources))
+
+		// Without --chaos random, reach.kinds is not used, and not in the way.
+		res, err := h.Run(ctx, harness.RunRequest{Scenario: scen, Faults: faults()})
+		Expect(err).NotTo(HaveOccurred())
+		runs, err := h.Runs()
+		Expect(err).NotTo(HaveOccurred())
+		Expect(runs).To(ConsistOf(HaveField("RunID", res.RunID)), "only the run without random chaos was recorded")
 	}, SpecTimeout(2*time.Minute))
 })
 

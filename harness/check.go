@@ -18,10 +18,12 @@ type CheckOptions struct {
 	// BuiltinAgents are the built-in agents the init binary serves
 	// (agents.Names() for the overnight binary). Default nil: not checked.
 	BuiltinAgents []string
-	// Faults, when set, also checks the scenario's own faults and the kinds
-	// of its draws against this registry, each at its place in the file: a
-	// kind that does not exist, a trigger, argument or duration its kind
-	// refuses, a network fault without a sandbox network. Default nil: not
+	// Faults, when set, also checks the scenario's own faults, the kinds
+	// of its draws and of its reach (those --chaos random draws) against
+	// this registry, each at its place in the file: a kind that does not
+	// exist, a trigger, argument or duration its kind refuses, a network
+	// fault without a sandbox network, a reach kind random cannot draw for
+	// that reach. Default nil: not
 	// checked here; Run checks the schedule it makes, and reports a bad
 	// fault as a fault error (chaos.ErrUnknownFault, chaos.ErrUnsupported).
 	Faults *chaos.Registry
@@ -91,6 +93,13 @@ func checkFaults(scen *scenarios.Scenario, reg *chaos.Registry) scenarios.ErrorL
 			}
 			if k.NeedsNetwork && scen.Sandbox.Network != "internal" {
 				noNetwork(ptr, path, kind)
+			}
+		}
+	}
+	if scen.Reach != nil {
+		for i, name := range scen.Reach.Kinds {
+			if err := reg.CheckDrawable(name, *scen.Reach); err != nil {
+				errs = append(errs, scen.ErrorAt(fmt.Sprintf("/reach/kinds/%d", i), "reach.kinds[%d]: %v", i, err))
 			}
 		}
 	}

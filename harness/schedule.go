@@ -53,7 +53,47 @@ func (req RunRequest) checkSources() error {
 	if len(given) > 1 {
 		return fmt.Errorf("%w: %v each give the whole schedule; use one", ErrFaultSources, given)
 	}
+	if len(req.RandomKinds) > 0 && req.RandomFaults == 0 {
+		return fmt.Errorf("%w: RandomKinds (--chaos-kinds) limits what RandomFaults (--chaos random) draws; it needs RandomFaults", ErrFaultSources)
+	}
 	return nil
+}
+
+// CheckRandom checks that --chaos random can draw a schedule for a run of
+// scen: the scenario has a reach: block, and every kind the draw would
+// take — kinds (--chaos-kinds) when given, else the scenario's
+// reach.kinds — is one random draws at a trigger that reach allows. Run
+// checks this itself; a suite calls it for each scenario before any run.
+func (h *Harness) CheckRandom(scen *scenarios.Scenario, kinds []string) error {
+	_, err := h.randomReach(scen, kinds)
+	return err
+}
+
+// randomReach is what --chaos random draws from for a run of scen: the
+// scenario's reach, its kinds replaced by kinds (--chaos-kinds) when
+// given. Every kind is checked: one the draw cannot make is an error
+// saying why, at the place of reach.kinds in the file when it comes from
+// there.
+func (h *Harness) randomReach(scen *scenarios.Scenario, kinds []string) (chaos.Reach, error) {
+	if scen.Reach == nil {
+		return chaos.Reach{}, fmt.Errorf("--chaos random needs to know what a run of scenario %s can reach: add a reach: block (steps, effects, llm_calls, virtual) to it", scen.Name)
+	}
+	reach := *scen.Reach
+	if len(kinds) == 0 {
+		for i, name := range reach.Kinds {
+			if err := h.opts.Faults.CheckDrawable(name, reach); err != nil {
+				return chaos.Reach{}, scen.ErrorAt(fmt.Sprintf("/reach/kinds/%d", i), "reach.kinds[%d]: %v", i, err)
+			}
+		}
+		return reach, nil
+	}
+	reach.Kinds = kinds
+	for _, name := range kinds {
+		if err := h.opts.Faults.CheckDrawable(name, reach); err != nil {
+			return chaos.Reach{}, fmt.Errorf("--chaos-kinds, scenario %s: %w", scen.Name, err)
+		}
+	}
+	return reach, nil
 }
 
 // schedule returns the run's fault schedule: the specs as written (for the
@@ -93,10 +133,11 @@ func (h *Harness) schedule(req RunRequest, seed int64) ([]string, []chaos.Instan
 		}
 		return written, instances, h.check(scen, instances)
 	case req.RandomFaults > 0:
-		if scen.Reach == nil {
-			return nil, nil, fmt.Errorf("--chaos random needs to know what a run of scenario %s can reach: add a reach: block (steps, effects, llm_calls, virtual) to it", scen.Name)
+		reach, err := h.randomReach(scen, req.RandomKinds)
+		if err != nil {
+			return nil, nil, err
 		}
-		drawn, err := chaos.RandomSchedule(streams.For("random-chaos"), h.opts.Faults, *scen.Reach, req.RandomFaults)
+		drawn, err := chaos.RandomSchedule(streams.For("random-chaos"), h.opts.Faults, reach, req.RandomFaults)
 		if err != nil {
 			return nil, nil, err
 		}

@@ -183,6 +183,25 @@ func (b *builder) build(root map[string]any) *Scenario {
 		if d, ok := b.duration(reach, "/reach/virtual", "reach.virtual"); ok {
 			r.Virtual = d
 		}
+		if kinds, ok := reach["kinds"].([]any); ok {
+			// Which kinds exist, and whether --chaos random can draw them
+			// for this reach, is the fault registry's to say: CheckScenario.
+			firstAt := map[string]int{}
+			for i, v := range kinds {
+				name, ok := v.(string)
+				if !ok {
+					continue
+				}
+				ptr := "/reach/kinds/" + strconv.Itoa(i)
+				if j, dup := firstAt[name]; dup {
+					first := b.node("/reach/kinds/" + strconv.Itoa(j))
+					b.errAt(ptr, "reach.kinds[%d]: %q is already listed at line %d column %d", i, name, first.Line, first.Column)
+					continue
+				}
+				firstAt[name] = i
+				r.Kinds = append(r.Kinds, name)
+			}
+		}
 		sc.Reach = r
 	}
 

@@ -114,6 +114,12 @@ var _ = Describe("Parse", func() {
 			Expect(sc.Seed).To(HaveValue(Equal(int64(42))))
 		})
 
+		It("reads reach, with the kinds --chaos random draws from", func() {
+			sc := mustParse("r.yaml", header+"reach: {steps: 5, effects: 3, llm_calls: 1, virtual: 2d, kinds: [restart, kill]}\n")
+			Expect(sc.Reach).To(Equal(&chaos.Reach{Steps: 5, Effects: 3, LLMCalls: 1, Virtual: 48 * time.Hour, Kinds: []string{"restart", "kill"}}))
+			Expect(mustParse("r.yaml", header+"reach: {steps: 5}\n").Reach.Kinds).To(BeNil(), "no kinds: every kind random draws")
+		})
+
 		It("resolves a relative binary path against the scenario file's directory", func() {
 			sc, err := scenarios.Load("testdata/binary-agent.yaml")
 			Expect(err).NotTo(HaveOccurred())
@@ -279,6 +285,11 @@ agent:
 		Entry("unknown and repeated invariants", header+"invariants: [goal-reached, fast, goal-reached]\n",
 			`6:28: invariants[1]: got "fast", want one of "no-duplicate-effects", "goal-reached", "no-lost-progress", "effects-resolved", "faults-fired"`,
 			`6:34: invariants[2]: "goal-reached" is already listed at line 6 column 14`),
+		Entry("reach.kinds: not a kind name, empty, and a kind listed twice", header+"reach:\n  steps: 5\n  kinds: [kill, \"api-version:v2\", kill]\n",
+			`8:17: reach.kinds[1]: "api-version:v2" does not match ^[a-z0-9][a-z0-9-]*$`,
+			`8:35: reach.kinds[2]: "kill" is already listed at line 8 column 11`),
+		Entry("reach.kinds: an empty list", header+"reach: {steps: 5, kinds: []}\n",
+			`6:26: reach.kinds: a list of 0 is too short (at least 1)`),
 		Entry("a seed too large for int64", header+"seed: 99999999999999999999\n",
 			`6:7: seed: 99999999999999999999 does not fit in a 64-bit signed integer`),
 		Entry("a fractional seed", header+"seed: 1.5\n",

@@ -49,7 +49,7 @@ type ScenarioFile struct {
 	Draws []DrawFile `json:"draws,omitempty" yaml:"draws,omitempty" jsonschema:"nullable"`
 	// The agent's sandbox. network: internal gives every attempt's container a per-run internal network (no route out) instead of none, which the disconnect fault can cut.
 	Sandbox *SandboxFile `json:"sandbox,omitempty" yaml:"sandbox,omitempty" jsonschema:"nullable"`
-	// What a run of this scenario can reach, for --chaos random: checkpoint steps, effects, LLM calls, virtual time.
+	// What a run of this scenario can reach, for --chaos random: checkpoint steps, effects, LLM calls, virtual time; and the fault kinds it draws.
 	Reach *ReachFile `json:"reach,omitempty" yaml:"reach,omitempty" jsonschema:"nullable"`
 	// Invariant names (overnight scenarios lists them; the loader checks them against its registry). Default: no-duplicate-effects, goal-reached, no-lost-progress.
 	Invariants []string `json:"invariants,omitempty" yaml:"invariants,omitempty" jsonschema:"nullable"`
@@ -108,7 +108,7 @@ type SandboxFile struct {
 	Network string `json:"network,omitempty" yaml:"network,omitempty" jsonschema:"enum=none,enum=internal"`
 }
 
-// ReachFile says what a run can reach, for --chaos random.
+// ReachFile says what a run can reach, and which kinds it draws, for --chaos random.
 type ReachFile struct {
 	// Checkpoint steps a run reaches.
 	Steps int `json:"steps,omitempty" yaml:"steps,omitempty" jsonschema:"minimum=0"`
@@ -118,6 +118,8 @@ type ReachFile struct {
 	LLMCalls int `json:"llm_calls,omitempty" yaml:"llm_calls,omitempty" jsonschema:"minimum=0"`
 	// Virtual time a run lasts, such as 7d.
 	Virtual string `json:"virtual,omitempty" yaml:"virtual,omitempty"`
+	// The only fault kinds --chaos random draws for this scenario (overnight faults lists them), such as [kill, restart, netdrop]; --chaos-kinds overrides it. Default: every kind random draws. It does not change the scenario's draws:, which name their own kinds.
+	Kinds []string `json:"kinds,omitempty" yaml:"kinds,omitempty" jsonschema:"nullable,minItems=1,pattern=^[a-z0-9][a-z0-9-]*$"`
 }
 
 // LimitsFile bounds a run. Durations are Go durations plus d (24h): 90s, 5m, 36h, 30d.

@@ -308,6 +308,8 @@ type runFlags struct {
 	faultTexts  []string
 	chaosMode   string
 	chaosCount  int
+	chaosKinds  string
+	kinds       []string // chaosKinds as a list, set by schedule; nil: not given
 	llmSpec     string
 	timeout     time.Duration
 	maxAttempts int
@@ -318,6 +320,7 @@ func (rf *runFlags) register(f *pflag.FlagSet, lessons, lessonsHelp string) {
 	f.StringArrayVarP(&rf.faultTexts, "fault", "f", nil, "fault KIND[:ARG]@TRIGGER[/DURATION], repeatable; replaces the scenario's list (catalog: overnight faults)")
 	f.StringVar(&rf.chaosMode, "chaos", "", "random: draw the schedule from the seed (kinds the run can reach, never harness-crash); replaces the scenario's faults")
 	f.IntVar(&rf.chaosCount, "chaos-faults", 5, "how many faults --chaos random draws")
+	f.StringVar(&rf.chaosKinds, "chaos-kinds", "", "KIND,...: the only fault kinds --chaos random draws (catalog: overnight faults); overrides the scenario's reach.kinds")
 	f.StringVar(&rf.llmSpec, "llm", "", "the model behind the gateway's LLM endpoint: scripted (the test double), openai:MODEL, anthropic:MODEL, ollama:MODEL, replay:RUN (default: the scenario's llm.model)")
 	f.DurationVar(&rf.timeout, "timeout", 0, "wall-clock limit (default: the scenario's)")
 	f.IntVar(&rf.maxAttempts, "max-attempts", 0, "attempts before the run fails as a crash loop (default: the scenario's)")
@@ -357,6 +360,14 @@ func (rf *runFlags) schedule(cmd *cobra.Command, others int) (texts []string, sp
 		}
 		random = rf.chaosCount
 	}
+	if cmd.Flags().Changed("chaos-kinds") {
+		if rf.chaosMode != "random" {
+			return nil, nil, 0, usagef("--chaos-kinds limits what --chaos random draws: give --chaos random too")
+		}
+		if rf.kinds, err = kindList(rf.chaosKinds); err != nil {
+			return nil, nil, 0, usagef("--chaos-kinds: %w", err)
+		}
+	}
 	if sources > 1 {
 		return nil, nil, 0, usagef("--fault, --chaos and --replay-faults each give the whole schedule: use one")
 	}
@@ -367,6 +378,24 @@ func (rf *runFlags) schedule(cmd *cobra.Command, others int) (texts []string, sp
 		return nil, nil, 0, usagef("--max-attempts %d: want at least 1", rf.maxAttempts)
 	}
 	return texts, specs, random, nil
+}
+
+// kindList splits --chaos-kinds: fault kind names separated by commas.
+// Whether each is a kind random chaos can draw for a scenario is the
+// harness's to say (Harness.CheckRandom), with the scenario's reach.
+func kindList(text string) ([]string, error) {
+	var kinds []string
+	for _, k := range strings.Split(text, ",") {
+		k = strings.TrimSpace(k)
+		if k == "" {
+			return nil, fmt.Errorf("%q: want fault kind names separated by commas, such as kill,restart,netdrop (see `overnight faults`)", text)
+		}
+		if strings.ContainsAny(k, ":@/ ") {
+			return nil, fmt.Errorf("%q is not a fault kind's name: random chaos draws each kind's argument, trigger and duration itself (e.g. api-version, not api-version:v2)", k)
+		}
+		kinds = append(kinds, k)
+	}
+	return kinds, nil
 }
 
 func runCmd(g *globals) *cobra.Command {
@@ -384,6 +413,7 @@ func runCmd(g *globals) *cobra.Command {
   overnight run deploy --agent naive --fault kill@step:3
   overnight run week --seed 42
   overnight run deploy --chaos random --seed 7
+  overnight run deploy --chaos random --chaos-kinds kill,restart,netdrop --seed 7
   overnight run deploy --replay-faults <run-id>
   overnight run deploy --llm openai:gpt-4o-mini          # OPENAI_API_KEY (and OPENAI_BASE_URL) from this environment
   overnight run deploy --llm replay:<run-id> --replay-faults <run-id>   # offline, from the recording
@@ -403,7 +433,7 @@ func runCmd(g *globals) *cobra.Command {
 				return err
 			}
 			req := harness.RunRequest{Scenario: scen, Agent: agentName, Timeout: rf.timeout, MaxAttempts: rf.maxAttempts, LLM: rf.llmSpec,
-				Faults: faults, RandomFaults: random, ReplayFaults: replay,
+				Faults: faults, RandomFaults: random, RandomKinds: rf.kinds, ReplayFaults: replay,
 				Extras: map[string]string{reflect.ExtraLessons: rf.lessons}}
 			if cmd.Flags().Changed("seed") {
 				req.Seed = &seed
@@ -652,10 +682,12 @@ func faultsCmd(g *globals) *cobra.Command {
 				type entry struct {
 					chaos.Kind
 					DurationRule string `json:"duration"`
+					// DrawnAt: the triggers --chaos random gives it; empty: never drawn.
+					DrawnAt []chaos.TriggerType `json:"drawn_at"`
 				}
 				list := make([]entry, len(kinds))
 				for i, k := range kinds {
-					list[i] = entry{k, k.DurationText()}
+					list[i] = entry{k, k.DurationText(), append([]chaos.TriggerType{}, k.DrawnAt()...)}
 				}
 				return writeJSON(g.stdout, map[string]any{"faults": list})
 			}
@@ -677,6 +709,15 @@ func faultsCmd(g *globals) *cobra.Command {
 					fmt.Fprintf(g.stdout, "  ARG: %s\n", k.Arg)
 				}
 				fmt.Fprintf(g.stdout, "  example: %s\n", k.Example)
+				if at := k.DrawnAt(); len(at) > 0 {
+					var names []string
+					for _, t := range at {
+						names = append(names, string(t))
+					}
+					fmt.Fprintf(g.stdout, "  --chaos random: draws it at %s (those the scenario's reach: allows)\n", strings.Join(names, ", "))
+				} else {
+					fmt.Fprintln(g.stdout, "  --chaos random: never draws it")
+				}
 			}
 			return nil
 		},

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"io"
 	"os"
 	"os/exec"
@@ -148,6 +149,100 @@ var _ = Describe("overnight worlds", func() {
 		Expect(o.code).To(Equal(0), o.stderr)
 		Expect(o.stdout).To(ContainSubstring(`"name": "cloud.issue_api_key"`))
 		Expect(o.stdout).To(ContainSubstring(`"judged":`))
+	})
+
+	It("gives each API version's error codes with the shape of their details, and the error the world answers an example with", func(ctx SpecContext) {
+		o := overnight(ctx, GinkgoT().TempDir(), nil, "worlds", "--output", "json")
+		Expect(o.code).To(Equal(0), o.stderr)
+		var out struct {
+			Worlds []struct {
+				Name     string `json:"name"`
+				Versions []struct {
+					Name   string `json:"name"`
+					Errors []struct {
+						Code    string   `json:"code"`
+						Status  int      `json:"status"`
+						Kinds   []string `json:"kinds"`
+						Fields  []string `json:"fields"`
+						When    string   `json:"when"`
+						Details []struct {
+							Name     string `json:"name"`
+							Type     string `json:"type"`
+							Required bool   `json:"required"`
+						} `json:"details"`
+						Example struct {
+							Setup   []struct{ Kind string } `json:"setup"`
+							Request struct {
+								Kind string          `json:"kind"`
+								Args json.RawMessage `json:"args"`
+							} `json:"request"`
+							Error struct {
+								Code    string          `json:"code"`
+								Status  int             `json:"status"`
+								Details json.RawMessage `json:"details"`
+							} `json:"error"`
+						} `json:"example"`
+					} `json:"errors"`
+				} `json:"versions"`
+			} `json:"worlds"`
+		}
+		Expect(json.Unmarshal([]byte(o.stdout), &out)).To(Succeed())
+		Expect(out.Worlds).To(HaveLen(1))
+		Expect(out.Worlds[0].Versions).To(HaveLen(2))
+		v2 := out.Worlds[0].Versions[1]
+		Expect(v2.Name).To(Equal("v2"))
+		type shape struct {
+			kinds, fields []string
+			details       map[string]string // name -> type
+			example       string            // error.details of the example
+		}
+		want := map[string]shape{
+			"gone": {[]string{"cloud.list"}, nil, map[string]string{"replacement": "string"}, `{"replacement": "cloud.list_resources"}`},
+			"unauthorized": {[]string{"cloud.create_network", "cloud.create_database", "cloud.run_migration", "cloud.deploy_service", "cloud.set_dns", "cloud.create_snapshot"},
+				[]string{"api_key"}, map[string]string{"obtain": "string", "field": "string"}, `{"obtain": "cloud.issue_api_key", "field": "api_key"}`},
+			"field_renamed": {[]string{"cloud.run_migration", "cloud.deploy_service", "cloud.create_snapshot"}, []string{"database_id"},
+				map[string]string{"renamed": "object"}, `{"renamed": {"database_id": "db_id"}}`},
+			"missing_field": {[]string{"cloud.create_snapshot"}, []string{"retention_days"},
+				map[string]string{"required": "array", "example": "object"}, `{"required": ["retention_days"], "example": {"retention_days": 7}}`},
+		}
+		seen := 0
+		for _, e := range v2.Errors {
+			Expect(e.When).NotTo(BeEmpty())
+			Expect(e.Example.Error.Code).To(Equal(e.Code))
+			Expect(e.Example.Error.Status).To(Equal(e.Status))
+			w, ok := want[e.Code]
+			if !ok {
+				Expect(e.Details).To(BeEmpty(), "%s has no details", e.Code)
+				Expect(e.Example.Error.Details).To(BeEmpty(), "%s has no details", e.Code)
+				continue
+			}
+			seen++
+			Expect(e.Kinds).To(Equal(w.kinds), e.Code)
+			Expect(e.Fields).To(Equal(w.fields), e.Code)
+			got := map[string]string{}
+			for _, d := range e.Details {
+				Expect(d.Required).To(BeTrue(), "%s.%s", e.Code, d.Name)
+				got[d.Name] = d.Type
+			}
+			Expect(got).To(Equal(w.details), e.Code)
+			Expect(string(e.Example.Error.Details)).To(MatchJSON(w.example), e.Code)
+			Expect(e.Example.Request.Kind).To(BeElementOf(w.kinds), e.Code)
+		}
+		Expect(seen).To(Equal(len(want)))
+
+		o = overnight(ctx, GinkgoT().TempDir(), nil, "worlds")
+		Expect(o.code).To(Equal(0), o.stderr)
+		for _, line := range []string{
+			"  errors of API v2 (an effect's error: code, status, details), in the order the world checks them:",
+			"    unauthorized (401) on cloud.create_network, cloud.create_database, cloud.run_migration, cloud.deploy_service, cloud.set_dns, cloud.create_snapshot",
+			`      details: {"obtain": string, "field": string}`,
+			`      details: {"renamed": object}`,
+			"      after:   cloud.issue_api_key {}",
+			`      example: cloud.run_migration {"database_id":"db-1","version":3,"api_key":"key-1"}`,
+			`      answers: {"status": "failed", "error": {"code":"field_renamed","message":"cloud.run_migration: argument database_id was renamed to db_id in API v2; send the same value as db_id","status":400,"transient":false,"details":{"renamed":{"database_id":"db_id"}}}}`,
+		} {
+			Expect(o.stdout).To(ContainSubstring(line + "\n"))
+		}
 	})
 })
 

@@ -123,7 +123,8 @@ func errorCode(err error, usage bool) string {
 		return codeImageNotFound
 	case errors.Is(err, sandbox.ErrInvalidSpec):
 		return codeAgentInvalid
-	case errors.Is(err, chaos.ErrUnknownFault), errors.Is(err, chaos.ErrUnsupported), errors.Is(err, harness.ErrFaultSources):
+	case errors.Is(err, chaos.ErrUnknownFault), errors.Is(err, chaos.ErrUnsupported), errors.Is(err, chaos.ErrNotDrawable),
+		errors.Is(err, harness.ErrFaultSources):
 		return codeFaultInvalid
 	case errors.Is(err, llm.ErrConfig):
 		return codeLLMConfig

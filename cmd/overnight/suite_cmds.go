@@ -272,7 +272,7 @@ first by the next suite of the same run flags (--no-corpus: neither).`,
 				}
 			}
 			spec := suite.Spec{Scenarios: args, Agents: agentList, Seeds: seedList, Config: suite.Config{
-				Faults: texts, RandomFaults: random, LLM: rf.llmSpec, Timeout: rf.timeout, MaxAttempts: rf.maxAttempts,
+				Faults: texts, RandomFaults: random, RandomKinds: rf.kinds, LLM: rf.llmSpec, Timeout: rf.timeout, MaxAttempts: rf.maxAttempts,
 				Extras: map[string]string{reflect.ExtraLessons: rf.lessons}}}
 			plan, err := suite.Build(spec, resolveScenario)
 			if err != nil {
@@ -293,6 +293,11 @@ first by the next suite of the same run flags (--no-corpus: neither).`,
 			for _, s := range plan.Scenarios {
 				if err := h.Check(plan.Scenario(s.Name)); err != nil {
 					return &codeError{exitError, err}
+				}
+				if random > 0 {
+					if err := h.CheckRandom(plan.Scenario(s.Name), rf.kinds); err != nil {
+						return &codeError{exitError, err}
+					}
 				}
 			}
 			opts := suite.Options{Parallel: parallel, Corpus: !noCorpus, Command: suite.Command(g.state)}

@@ -127,6 +127,8 @@ var _ = Describe("overnight validate", func() {
 			7, 23, "/faults/1", `faults[1]: fault "meteor@step:2": unknown fault kind "meteor" (known kinds: harness-crash, kill,`, "a string — Fault specs"),
 		Entry("a network fault without a network", validHeader+"faults: [\"disconnect@t:1d/1h\"]\n",
 			7, 10, "/faults/0", "faults[0]: disconnect acts on the sandbox's network, and this scenario gives its sandbox none: add `sandbox: {network: internal}`", "Fault specs"),
+		Entry("a reach kind --chaos random cannot draw for that reach", validHeader+"reach: {steps: 5, kinds: [kill, llm-429]}\n",
+			7, 33, "/reach/kinds/1", "reach.kinds[1]: llm-429 is not drawn at random for this run: it is drawn only at an LLM call (llm:N), and the run reaches none", "The only fault kinds --chaos random draws"),
 		Entry("a bad duration, at its unit", validHeader+"limits: {timeout: 5x}\n",
 			7, 20, "/limits/timeout", `limits.timeout: invalid duration "5x": unknown unit "x" (want ns, us, ms, s, m, h or d)`, "Wall-clock limit of a run, e.g. 2m"),
 		Entry("a missing required field", strings.Replace(validHeader, "agent: {builtin: deployer}\n", "", 1),

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -11,16 +13,24 @@ import (
 )
 
 // worldsCmd prints what each world offers: its options, the effect kinds
-// of each API version with their arguments and results, and how its goals
-// are judged from the task.
+// of each API version with their arguments and results, the errors each
+// version answers with (the shape of their details, and an example the
+// world itself answered), and how its goals are judged from the task.
 func worldsCmd(g *globals) *cobra.Command {
 	var output string
 	cmd := &cobra.Command{
 		Use:   "worlds",
-		Short: "Print the simulated worlds: effect kinds (arguments, results) per API version, and how goal-reached is judged",
+		Short: "Print the simulated worlds: effect kinds (arguments, results) and errors (codes, details, examples) per API version, and how goal-reached is judged",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			defs := harness.DefaultWorlds().Definitions()
+			var defs []world.Definition
+			for _, d := range harness.DefaultWorlds().Definitions() {
+				described, err := d.Describe(cmd.Context())
+				if err != nil {
+					return &codeError{exitError, err}
+				}
+				defs = append(defs, described)
+			}
 			if output == "json" {
 				type entry struct {
 					Name     string          `json:"name"`
@@ -60,6 +70,7 @@ func worldsCmd(g *globals) *cobra.Command {
 						}
 						fmt.Fprintf(w, "    %s %s -> %s%s\n      %s\n", k.Name, k.Args, k.Result, tag, k.Doc)
 					}
+					printErrors(w, v)
 				}
 				for _, goal := range d.Goals {
 					name := goal.Name
@@ -83,4 +94,44 @@ func worldsCmd(g *globals) *cobra.Command {
 	}
 	outputFlag(cmd, &output)
 	return cmd
+}
+
+// printErrors prints the refusals of one API version: each error code with
+// its status and the kinds it applies to, when it is answered, the shape
+// of its details, and an example request with the error the world answers.
+func printErrors(w io.Writer, v world.Version) {
+	if len(v.Errors) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\n  errors of API %s (an effect's error: code, status, details), in the order the world checks them:\n", v.Name)
+	for _, e := range v.Errors {
+		on := "any kind"
+		if len(e.Kinds) > 0 {
+			on = strings.Join(e.Kinds, ", ")
+		}
+		fmt.Fprintf(w, "    %s (%d) on %s\n      %s\n", e.Code, e.Status, on, e.When)
+		if len(e.Fields) > 0 {
+			fmt.Fprintf(w, "      about: %s\n", strings.Join(e.Fields, ", "))
+		}
+		if shape := e.DetailsShape(); shape != "" {
+			fmt.Fprintf(w, "      details: %s\n", shape)
+			for _, f := range e.Details {
+				fmt.Fprintf(w, "        %s: %s\n", f.Name, f.Doc)
+			}
+		} else {
+			fmt.Fprintln(w, "      details: none (the message says what is wrong)")
+		}
+		ex := e.Example
+		for _, c := range ex.Setup {
+			fmt.Fprintf(w, "      after:   %s %s\n", c.Kind, c.Args)
+		}
+		fmt.Fprintf(w, "      example: %s %s\n", ex.Request.Kind, ex.Request.Args)
+		if ex.Error != nil {
+			b, err := json.Marshal(ex.Error)
+			if err != nil {
+				b = []byte(err.Error())
+			}
+			fmt.Fprintf(w, "      answers: {\"status\": \"failed\", \"error\": %s}\n", b)
+		}
+	}
 }

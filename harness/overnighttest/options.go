@@ -29,6 +29,7 @@ type config struct {
 	seed        *int64
 	faults      []chaos.Spec // nil: the scenario's own; empty: none
 	random      int
+	kinds       []string // ChaosRandom's kinds; nil: the scenario's reach.kinds
 	agent       string
 	llm         string
 	timeout     time.Duration
@@ -81,13 +82,15 @@ func Faults(specs ...string) Option {
 // ChaosRandom draws count faults (1..100) from each run's seed instead of
 // the scenario's list (--chaos random --chaos-faults count): kinds and
 // triggers the run can reach (the scenario's reach: block), never
-// harness-crash. Default: off.
-func ChaosRandom(count int) Option {
+// harness-crash. kinds, when given, are the only kinds drawn
+// (--chaos-kinds KIND,...), overriding the scenario's reach.kinds.
+// Default: off.
+func ChaosRandom(count int, kinds ...string) Option {
 	return func(c *config) error {
 		if count < 1 || count > 100 {
 			return fmt.Errorf("ChaosRandom(%d): want 1..100 faults", count)
 		}
-		c.random = count
+		c.random, c.kinds = count, kinds
 		return nil
 	}
 }
@@ -219,7 +222,7 @@ func (c *config) checkSchedule(scen *scenarios.Scenario) error {
 // suiteConfig is the options as the run flags of a suite: what every trial
 // shares, and what a reproducing command says.
 func (c *config) suiteConfig() suite.Config {
-	cfg := suite.Config{RandomFaults: c.random, LLM: c.llm, Timeout: c.timeout, MaxAttempts: c.maxAttempts,
+	cfg := suite.Config{RandomFaults: c.random, RandomKinds: c.kinds, LLM: c.llm, Timeout: c.timeout, MaxAttempts: c.maxAttempts,
 		Extras: map[string]string{reflect.ExtraLessons: c.lessons}}
 	if c.faults != nil {
 		cfg.Faults = []string{}
@@ -232,6 +235,6 @@ func (c *config) suiteConfig() suite.Config {
 
 // request is the harness request of one run of scen.
 func (c *config) request(scen *scenarios.Scenario) harness.RunRequest {
-	return harness.RunRequest{Scenario: scen, Agent: c.agent, Seed: c.seed, Faults: c.faults, RandomFaults: c.random,
+	return harness.RunRequest{Scenario: scen, Agent: c.agent, Seed: c.seed, Faults: c.faults, RandomFaults: c.random, RandomKinds: c.kinds,
 		LLM: c.llm, Timeout: c.timeout, MaxAttempts: c.maxAttempts, Extras: map[string]string{reflect.ExtraLessons: c.lessons}}
 }

@@ -177,6 +177,15 @@ var _ = Describe("Run and RunTrials", func() {
 			noLeftovers(ctx, trials.StateDir)
 		})
 
+		It("draws only the kinds ChaosRandom names, and says so in the reproducing command", func(ctx SpecContext) {
+			res, err := overnighttest.Run(ctx, "deploy", overnighttest.Seed(2), overnighttest.ChaosRandom(2, "kill"))
+			Expect(err).NotTo(HaveOccurred())
+			Expect(res).To(overnighttest.Pass())
+			Expect(res.Faults).To(HaveLen(2))
+			Expect(res.Faults).To(HaveEach(HaveField("Kind", "kill")))
+			Expect(res.Reproduce).To(Equal("overnight run deploy --seed 2 --chaos random --chaos-faults 2 --chaos-kinds kill --lessons none"))
+		})
+
 		It("judges the naive agent's trials, naming each run that failed", func(ctx SpecContext) {
 			dir := GinkgoT().TempDir()
 			trials, err := overnighttest.RunTrials(ctx, "deploy", overnighttest.Seeds(2), overnighttest.Agent("naive"),

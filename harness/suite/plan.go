@@ -32,6 +32,9 @@ type Config struct {
 	// RandomFaults > 0 draws that many faults from each run's seed
 	// (--chaos random) instead.
 	RandomFaults int `json:"random_faults,omitempty"`
+	// RandomKinds, when not empty, are the only kinds RandomFaults draws
+	// (--chaos-kinds), overriding each scenario's reach.kinds.
+	RandomKinds []string `json:"random_kinds,omitempty"`
 	// LLM is the model of every run ("": each scenario's).
 	LLM string `json:"llm,omitempty"`
 	// Timeout and MaxAttempts override each scenario's limits when > 0.

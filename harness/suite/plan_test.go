@@ -77,6 +77,10 @@ var _ = Describe("a suite's plan", func() {
 		Expect(fp(base)).To(Equal(fp(base)))
 		Expect(fp(other)).NotTo(Equal(fp(base)))
 		Expect(fp(faults)).NotTo(Equal(fp(base)))
+		random, kinds := base, base
+		random.Config.RandomFaults = 3
+		kinds.Config.RandomFaults, kinds.Config.RandomKinds = 3, []string{"kill"}
+		Expect(fp(kinds)).NotTo(Equal(fp(random)), "the kinds random chaos draws are part of the config")
 
 		dir := GinkgoT().TempDir()
 		raw, _ := builtin.Lookup("deploy")
@@ -84,6 +88,14 @@ var _ = Describe("a suite's plan", func() {
 		byPath := base
 		byPath.Scenarios = []string{filepath.Join(dir, "deploy.yaml")}
 		Expect(fp(byPath)).To(Equal(fp(base)), "the same bytes, named another way")
+	})
+
+	It("reproduces a case with the run flags it ran with, --chaos-kinds among them", func() {
+		c := suite.Case{Scenario: "deploy", Agent: "naive", Seed: 4}
+		Expect(suite.Reproduce("overnight", "deploy", c, suite.Config{RandomFaults: 3, RandomKinds: []string{"kill", "restart"}})).To(
+			Equal("overnight run deploy --seed 4 --agent naive --chaos random --chaos-faults 3 --chaos-kinds kill,restart"))
+		Expect(suite.Reproduce("overnight", "deploy", c, suite.Config{RandomFaults: 3})).To(
+			Equal("overnight run deploy --seed 4 --agent naive --chaos random --chaos-faults 3"), "no --chaos-kinds when none was given")
 	})
 
 	It("reads seeds as N for 1..N or a list of seeds and ranges", func() {

@@ -194,7 +194,7 @@ func runCase(ctx context.Context, h *harness.Harness, plan *Plan, c Case, faults
 	seed := c.Seed
 	cfg := plan.Config
 	req := harness.RunRequest{Scenario: plan.Scenario(c.Scenario), Agent: c.Agent, Seed: &seed, Faults: faults,
-		RandomFaults: cfg.RandomFaults, LLM: cfg.LLM, Timeout: cfg.Timeout, MaxAttempts: cfg.MaxAttempts, Extras: cfg.Extras,
+		RandomFaults: cfg.RandomFaults, RandomKinds: cfg.RandomKinds, LLM: cfg.LLM, Timeout: cfg.Timeout, MaxAttempts: cfg.MaxAttempts, Extras: cfg.Extras,
 		Started: func(id string) { rr.RunID = id }}
 	started := time.Now()
 	res, err := h.Run(ctx, req)
@@ -261,6 +261,9 @@ func Reproduce(command, source string, c Case, cfg Config) string {
 		}
 	case cfg.RandomFaults > 0:
 		args = append(args, "--chaos", "random", "--chaos-faults", strconv.Itoa(cfg.RandomFaults))
+		if len(cfg.RandomKinds) > 0 {
+			args = append(args, "--chaos-kinds", quote(strings.Join(cfg.RandomKinds, ",")))
+		}
 	}
 	if cfg.LLM != "" {
 		args = append(args, "--llm", quote(cfg.LLM))

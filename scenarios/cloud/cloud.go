@@ -34,6 +34,10 @@
 // time meets them in a fixed sequence. Unknown kinds and arguments that are
 // not a JSON object are refused before any of them.
 //
+// Definition describes every error code of each version with the shape of
+// its details and an example request (errors.go); `overnight worlds` shows
+// them with the error the world answers each example with.
+//
 // # Goals
 //
 // The world option "goal" selects what CheckGoal judges: "deployment" (the

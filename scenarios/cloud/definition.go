@@ -18,8 +18,8 @@ func Definition() world.Definition {
 		Open:    Open,
 		Options: []world.Field{{Name: OptionGoal, Type: "string", Doc: "which goal goal-reached judges: " + strings.Join(goals, " or ") + " (default " + GoalDeployment + ")"}},
 		Versions: []world.Version{
-			{Name: V1, Summary: "the version every run starts in; create_* and deploy_* are not idempotent (a repeat makes a second resource)", Kinds: kindsV1},
-			{Name: V2, Summary: "after an api-version:v2 fault: database_id is renamed db_id; cloud.list answers 410 (use cloud.list_resources); create_snapshot requires retention_days; every mutating call needs an api_key from cloud.issue_api_key. Each refusal is a permanent 4xx whose details say what to change", Kinds: kindsV2},
+			{Name: V1, Summary: "the version every run starts in; create_* and deploy_* are not idempotent (a repeat makes a second resource)", Kinds: kindsV1, Errors: errorsV1()},
+			{Name: V2, Summary: "after an api-version:v2 fault: database_id is renamed db_id; cloud.list answers 410 (use cloud.list_resources); create_snapshot requires retention_days; every mutating call needs an api_key from cloud.issue_api_key. Each refusal is a permanent 4xx whose details say what to change", Kinds: kindsV2, Errors: errorsV2()},
 		},
 		Goals: []world.Goal{
 			{
@@ -76,7 +76,7 @@ func checkTask(options map[string]any, task json.RawMessage) []world.Problem {
 		case !found && f.Required:
 			problems = append(problems, world.Problem{Pointer: ptr, Message: fmt.Sprintf("missing: the cloud world's %s goal needs %s (%s: %s); the task's shape is %s",
 				goal, f.Name, f.Type, f.Doc, g.Example)})
-		case found && !ofType(val, f.Type):
+		case found && !f.Holds(val):
 			problems = append(problems, world.Problem{Pointer: ptr, Message: fmt.Sprintf("want a %s (%s), got %s", f.Type, f.Doc, describe(val))})
 		case found && f.Required && f.Type == "string" && val == "":
 			problems = append(problems, world.Problem{Pointer: ptr, Message: fmt.Sprintf("must not be empty (%s)", f.Doc)})
@@ -107,18 +107,6 @@ func lookup(v map[string]any, dotted string) (any, bool) {
 		}
 	}
 	return cur, true
-}
-
-func ofType(v any, typ string) bool {
-	switch typ {
-	case "string":
-		_, ok := v.(string)
-		return ok
-	case "integer":
-		f, ok := v.(float64)
-		return ok && f == float64(int64(f))
-	}
-	return true
 }
 
 func describe(v any) string {
