@@ -1,4 +1,4 @@
-package sandbox_test
+package docker_test
 
 import (
 	"crypto/sha256"

@@ -1,6 +1,8 @@
-package sandbox_test
+package docker_test
 
 import (
+	"github.com/overnight-dev/overnight/sandbox/docker"
+
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -20,8 +22,6 @@ import (
 	"github.com/docker/docker/client"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-
-	"github.com/overnight-dev/overnight/sandbox"
 )
 
 // labelSuite marks everything one run of this suite creates, so the AfterSuite can prove that
@@ -65,12 +65,12 @@ func randomID() string {
 	return hex.EncodeToString(b)
 }
 
-// buildTestInit compiles ./internal/testinit as a static linux/amd64 binary into dir. The nonce
+// buildTestInit compiles ../internal/testinit as a static linux/amd64 binary into dir. The nonce
 // makes the binary, and so the image hash, unique.
 func buildTestInit(ctx context.Context, dir, nonce string) (string, error) {
 	out := filepath.Join(dir, "overnight")
 	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath",
-		"-ldflags", "-s -w -X main.nonce="+nonce, "-o", out, "./internal/testinit")
+		"-ldflags", "-s -w -X main.nonce="+nonce, "-o", out, "../internal/testinit")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64")
 	if msg, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("go build testinit: %w\n%s", err, msg)
@@ -81,7 +81,7 @@ func buildTestInit(ctx context.Context, dir, nonce string) (string, error) {
 var _ = BeforeSuite(func(ctx SpecContext) {
 	suiteID = randomID()
 	var err error
-	cli, err = sandbox.Connect(ctx)
+	cli, err = docker.Connect(ctx)
 	Expect(err).NotTo(HaveOccurred(), "these tests need the Docker engine")
 	DeferCleanup(cli.Close)
 	api = &countingAPI{Client: cli}
@@ -89,13 +89,13 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	initBinary, err = buildTestInit(ctx, GinkgoT().TempDir(), suiteID)
 	Expect(err).NotTo(HaveOccurred())
 
-	e := sandbox.New(api, sandbox.Options{StateHash: "suite-" + suiteID})
+	e := docker.New(api, docker.Options{StateHash: "suite-" + suiteID})
 	DeferCleanup(func(ctx context.Context) {
 		if image != "" {
 			Expect(e.RemoveImage(ctx, image)).To(Succeed())
 		}
 	})
-	image, err = e.EnsureImage(ctx, sandbox.ImageSpec{InitBinary: initBinary})
+	image, err = e.EnsureImage(ctx, docker.ImageSpec{InitBinary: initBinary})
 	Expect(err).NotTo(HaveOccurred())
 	Expect(api.builds.Load()).To(Equal(int32(1)))
 }, NodeTimeout(3*time.Minute))

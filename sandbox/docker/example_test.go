@@ -1,6 +1,8 @@
-package sandbox_test
+package docker_test
 
 import (
+	"github.com/overnight-dev/overnight/sandbox/docker"
+
 	"context"
 	"fmt"
 	"log"
@@ -12,7 +14,7 @@ import (
 )
 
 func ExampleContainerName() {
-	fmt.Println(sandbox.ContainerName("2026-05-07/deploy#3", 2))
+	fmt.Println(docker.ContainerName("2026-05-07/deploy#3", 2))
 	// Output: overnight-2026-05-07-deploy-3-2
 }
 
@@ -20,12 +22,12 @@ func ExampleContainerName() {
 // that reaches the gateway through its init's relay, its exit code and its logs, and cleanup.
 func ExampleEngine() {
 	ctx := context.Background()
-	cli, err := sandbox.Connect(ctx) // wraps sandbox.ErrEngineUnreachable when dockerd is down
+	cli, err := docker.Connect(ctx) // wraps docker.ErrEngineUnreachable when dockerd is down
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer cli.Close()
-	e := sandbox.New(cli, sandbox.Options{StateHash: sandbox.StateHash(".overnight")})
+	e := docker.New(cli, docker.Options{StateHash: sandbox.StateHash(".overnight")})
 
 	// Leftovers of runs that are no longer live in this state dir.
 	if _, err := e.Reap(ctx, func(runID string) bool { return false }); err != nil {
@@ -45,11 +47,11 @@ func ExampleEngine() {
 		fmt.Fprintln(w, `{"run_id":"r1"}`) // the harness's gateway goes here
 	}))
 
-	img, err := e.EnsureImage(ctx, sandbox.ImageSpec{InitBinary: "./bin/overnight"})
+	img, err := e.EnsureImage(ctx, docker.ImageSpec{InitBinary: "./bin/overnight"})
 	if err != nil {
 		log.Fatal(err)
 	}
-	sb, err := e.Create(ctx, sandbox.Spec{
+	sb, err := e.Create(ctx, docker.ContainerSpec{
 		RunID: "r1", Attempt: 1, Image: img,
 		Cmd: []string{sandbox.InitPath, "agent", "deployer"},
 		Env: map[string]string{

@@ -1,6 +1,8 @@
-package sandbox_test
+package docker_test
 
 import (
+	"github.com/overnight-dev/overnight/sandbox/docker"
+
 	"archive/tar"
 	"bytes"
 	"context"
@@ -48,7 +50,7 @@ var _ = Describe("an agent's own image", func() {
 	// runImage runs img as the harness does: unchanged, under the init
 	// mounted at /overnight, with a workspace volume seeded from the
 	// suite's sandbox image.
-	runImage := func(ctx context.Context, e *sandbox.Engine, ref string, command, args []string, workdir string) (int, string, string) {
+	runImage := func(ctx context.Context, e *docker.Engine, ref string, command, args []string, workdir string) (int, string, string) {
 		GinkgoHelper()
 		cfg, err := e.InspectAgentImage(ctx, ref)
 		Expect(err).NotTo(HaveOccurred())

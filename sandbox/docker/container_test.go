@@ -1,6 +1,8 @@
-package sandbox_test
+package docker_test
 
 import (
+	"github.com/overnight-dev/overnight/sandbox/docker"
+
 	"context"
 	"encoding/json"
 	"strings"
@@ -134,7 +136,7 @@ var _ = Describe("a sandbox's confinement", func() {
 		create(ctx, e, spec)
 		_, err := e.Create(ctx, spec)
 		Expect(err).To(MatchError(sandbox.ErrNameInUse))
-		Expect(err.Error()).To(ContainSubstring(sandbox.ContainerName(spec.RunID, 1)))
+		Expect(err.Error()).To(ContainSubstring(docker.ContainerName(spec.RunID, 1)))
 	})
 })
 
@@ -152,7 +154,7 @@ var _ = Describe("a sandbox's lifecycle", func() {
 	})
 
 	It("keeps only the last LogLimit bytes of each stream", func(ctx SpecContext) {
-		e := newEngine(func(o *sandbox.Options) { o.LogLimit = 10 })
+		e := newEngine(func(o *docker.Options) { o.LogLimit = 10 })
 		_, out, errOut := runToEnd(ctx, e, agentSpec("echo", "0123456789abcdef", "short", "0"))
 		Expect(out).To(Equal("789abcdef\n"))
 		Expect(errOut).To(Equal("short\n"))

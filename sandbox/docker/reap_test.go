@@ -1,6 +1,8 @@
-package sandbox_test
+package docker_test
 
 import (
+	"github.com/overnight-dev/overnight/sandbox/docker"
+
 	"context"
 
 	"github.com/docker/docker/api/types/container"
@@ -8,8 +10,6 @@ import (
 	"github.com/docker/docker/api/types/volume"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-
-	"github.com/overnight-dev/overnight/sandbox"
 )
 
 // scopedAPI narrows every list ReapAll makes to one label, so the test exercises the real
@@ -65,8 +65,8 @@ var _ = Describe("List and Reap", func() {
 		all, err := mine.List(ctx, "")
 		Expect(err).NotTo(HaveOccurred())
 		Expect(all).To(HaveLen(3))
-		Expect(all).To(ContainElement(sandbox.Sandbox{ID: dead1.ID, Name: dead1.Name, RunID: dead.RunID, Attempt: 1, State: "running"}))
-		Expect(all).To(ContainElement(sandbox.Sandbox{ID: dead2.ID, Name: dead2.Name, RunID: dead.RunID, Attempt: 2, State: "created"}))
+		Expect(all).To(ContainElement(docker.Container{ID: dead1.ID, Name: dead1.Name, RunID: dead.RunID, Attempt: 1, State: "running"}))
+		Expect(all).To(ContainElement(docker.Container{ID: dead2.ID, Name: dead2.Name, RunID: dead.RunID, Attempt: 2, State: "created"}))
 		ofRun, err := mine.List(ctx, dead.RunID)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(ofRun).To(HaveLen(2))
@@ -93,7 +93,7 @@ var _ = Describe("List and Reap", func() {
 		resumable.Workspace = "ovn-test-ws-" + resumable.RunID
 		finished := agentSpec("sleep", "60s")
 		finished.Workspace = "ovn-test-ws-" + finished.RunID
-		e := newEngine(func(o *sandbox.Options) {
+		e := newEngine(func(o *docker.Options) {
 			o.KeepVolume = func(run string) bool { return run == resumable.RunID }
 		})
 		r1 := start(ctx, e, resumable)
@@ -108,9 +108,9 @@ var _ = Describe("List and Reap", func() {
 
 	It("ReapAll removes every managed container and volume, whatever the state dir", func(ctx SpecContext) {
 		scope := "overnight.test.reapall=" + nextRun()
-		var scoped sandbox.API = scopedAPI{countingAPI: api, label: scope}
-		a := sandbox.New(scoped, sandbox.Options{StateHash: "reapall-a-" + suiteID})
-		b := sandbox.New(scoped, sandbox.Options{StateHash: "reapall-b-" + suiteID})
+		var scoped docker.API = scopedAPI{countingAPI: api, label: scope}
+		a := docker.New(scoped, docker.Options{StateHash: "reapall-a-" + suiteID})
+		b := docker.New(scoped, docker.Options{StateHash: "reapall-b-" + suiteID})
 
 		s1 := agentSpec("sleep", "60s")
 		s1.Labels["overnight.test.reapall"] = scope[len("overnight.test.reapall="):]

@@ -1,6 +1,8 @@
-package sandbox_test
+package docker_test
 
 import (
+	"github.com/overnight-dev/overnight/sandbox/docker"
+
 	"context"
 	"os"
 	"path/filepath"
@@ -17,8 +19,8 @@ var _ = Describe("EnsureImage", func() {
 	It("builds once per content hash: a second call, even from a new Engine, finds the image", func(ctx SpecContext) {
 		Expect(image).To(MatchRegexp(`^overnight-sandbox:[0-9a-f]{12}$`))
 		before := api.builds.Load()
-		for _, e := range []*sandbox.Engine{newEngine(), newEngine()} {
-			again, err := e.EnsureImage(ctx, sandbox.ImageSpec{InitBinary: initBinary})
+		for _, e := range []*docker.Engine{newEngine(), newEngine()} {
+			again, err := e.EnsureImage(ctx, docker.ImageSpec{InitBinary: initBinary})
 			Expect(err).NotTo(HaveOccurred())
 			Expect(again).To(Equal(image))
 		}
@@ -38,10 +40,10 @@ var _ = Describe("EnsureImage", func() {
 		nonce := randomID()
 		bin, err := buildTestInit(ctx, GinkgoT().TempDir(), suiteID+"-reap-"+nonce)
 		Expect(err).NotTo(HaveOccurred())
-		ref, err := mine.EnsureImage(ctx, sandbox.ImageSpec{InitBinary: bin})
+		ref, err := mine.EnsureImage(ctx, docker.ImageSpec{InitBinary: bin})
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(func(ctx context.Context) { _ = mine.RemoveImage(ctx, ref) })
-		_, err = theirs.EnsureImage(ctx, sandbox.ImageSpec{InitBinary: bin})
+		_, err = theirs.EnsureImage(ctx, docker.ImageSpec{InitBinary: bin})
 		Expect(err).NotTo(HaveOccurred())
 		info, err := cli.ImageInspect(ctx, ref)
 		Expect(err).NotTo(HaveOccurred())
@@ -66,7 +68,7 @@ var _ = Describe("EnsureImage", func() {
 		first, second := newEngine(), newEngine()
 		bin, err := buildTestInit(ctx, GinkgoT().TempDir(), suiteID+"-rm-"+randomID())
 		Expect(err).NotTo(HaveOccurred())
-		spec := sandbox.ImageSpec{InitBinary: bin}
+		spec := docker.ImageSpec{InitBinary: bin}
 		ref, err := first.EnsureImage(ctx, spec)
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(func(ctx context.Context) { _ = first.RemoveImage(ctx, ref) })
@@ -86,7 +88,7 @@ var _ = Describe("EnsureImage", func() {
 		old, err := cli.ImageInspect(ctx, commit.ID)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(old.ID).NotTo(Equal(rebuilt.ID))
-		Expect(old.Config.Labels).To(HaveKeyWithValue(sandbox.LabelImageHash, rebuilt.Config.Labels[sandbox.LabelImageHash]))
+		Expect(old.Config.Labels).To(HaveKeyWithValue(docker.LabelImageHash, rebuilt.Config.Labels[docker.LabelImageHash]))
 
 		Expect(first.RemoveImage(ctx, ref)).To(Succeed())
 		for _, id := range []string{old.ID, rebuilt.ID} {
@@ -98,23 +100,23 @@ var _ = Describe("EnsureImage", func() {
 
 	It("refuses what cannot run in a scratch image, and an agent image the engine lacks", func(ctx SpecContext) {
 		e := newEngine()
-		_, err := e.EnsureImage(ctx, sandbox.ImageSpec{})
+		_, err := e.EnsureImage(ctx, docker.ImageSpec{})
 		Expect(err).To(MatchError(sandbox.ErrInvalidSpec))
 
 		text := filepath.Join(GinkgoT().TempDir(), "agent.sh")
 		Expect(os.WriteFile(text, []byte("#!/bin/sh\necho hi\n"), 0o755)).To(Succeed())
-		_, err = e.EnsureImage(ctx, sandbox.ImageSpec{InitBinary: text})
+		_, err = e.EnsureImage(ctx, docker.ImageSpec{InitBinary: text})
 		Expect(err).To(MatchError(sandbox.ErrInvalidSpec))
 		Expect(err.Error()).To(ContainSubstring("not a linux executable"))
 
 		if _, statErr := os.Stat("/bin/ls"); statErr == nil { // dynamically linked on every distro
-			_, err = e.EnsureImage(ctx, sandbox.ImageSpec{InitBinary: "/bin/ls"})
+			_, err = e.EnsureImage(ctx, docker.ImageSpec{InitBinary: "/bin/ls"})
 			Expect(err).To(MatchError(sandbox.ErrInvalidSpec))
 			Expect(err.Error()).To(ContainSubstring("CGO_ENABLED=0"))
 		}
 
 		missing := filepath.Join(GinkgoT().TempDir(), "bin", "agent")
-		_, err = e.EnsureImage(ctx, sandbox.ImageSpec{InitBinary: initBinary, AgentBinary: missing})
+		_, err = e.EnsureImage(ctx, docker.ImageSpec{InitBinary: initBinary, AgentBinary: missing})
 		Expect(err).To(MatchError(sandbox.ErrInvalidSpec), "an agent.binary that is not there is the agent's problem, not an internal one")
 		Expect(err.Error()).To(ContainSubstring(missing))
 

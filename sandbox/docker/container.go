@@ -1,6 +1,8 @@
-package sandbox
+package docker
 
 import (
+	"github.com/overnight-dev/overnight/sandbox"
+
 	"context"
 	"fmt"
 	"math"
@@ -18,45 +20,8 @@ import (
 	"github.com/docker/docker/pkg/stdcopy"
 )
 
-// Limits are a sandbox's resource limits. Zero fields take the defaults.
-type Limits struct {
-	// MemoryBytes caps memory, tmpfs contents included; swap is disabled. Default 256 MiB.
-	MemoryBytes int64
-	// PIDs caps the number of processes and threads. Default 256.
-	PIDs int64
-	// NanoCPUs caps CPU time, in billionths of a CPU. Default 1e9 (one CPU).
-	NanoCPUs int64
-	// TmpBytes caps the tmpfs at /tmp (and at /workspace without a workspace volume).
-	// Default 64 MiB.
-	TmpBytes int64
-}
-
-// Default limits.
-const (
-	DefaultMemoryBytes = 256 << 20
-	DefaultPIDs        = 256
-	DefaultNanoCPUs    = 1_000_000_000
-	DefaultTmpBytes    = 64 << 20
-)
-
-func (l Limits) withDefaults() Limits {
-	if l.MemoryBytes <= 0 {
-		l.MemoryBytes = DefaultMemoryBytes
-	}
-	if l.PIDs <= 0 {
-		l.PIDs = DefaultPIDs
-	}
-	if l.NanoCPUs <= 0 {
-		l.NanoCPUs = DefaultNanoCPUs
-	}
-	if l.TmpBytes <= 0 {
-		l.TmpBytes = DefaultTmpBytes
-	}
-	return l
-}
-
-// Spec describes one sandbox: one attempt of one run.
-type Spec struct {
+// ContainerSpec describes one sandbox container: one attempt of one run.
+type ContainerSpec struct {
 	// RunID is required; it names the container and labels it (LabelRun).
 	RunID string
 	// Attempt is the attempt number (LabelAttempt); each attempt is a new container.
@@ -91,7 +56,7 @@ type Spec struct {
 	// lives and dies with the container.
 	Workspace string
 	// Limits are the resource limits; zero fields take the defaults.
-	Limits Limits
+	Limits sandbox.Limits
 	// User is the numeric user:group the agent runs as. Default DefaultUser ("65534:65534").
 	// It can never be root: see the hardening in Create.
 	User string
@@ -108,8 +73,8 @@ type Spec struct {
 	NetNS string
 }
 
-// Sandbox is one container created by an Engine.
-type Sandbox struct {
+// Container is one sandbox container created by an Engine.
+type Container struct {
 	ID      string
 	Name    string
 	RunID   string
@@ -124,18 +89,18 @@ type Sandbox struct {
 // capabilities dropped, no-new-privileges, a non-root user, memory (without swap), pids and CPU
 // limits, restart policy "no", bounded json-file logs, and the ownership labels. Its name is
 // "overnight-<run>-<attempt>", sanitised for Docker.
-func (e *Engine) Create(ctx context.Context, spec Spec) (*Sandbox, error) {
+func (e *Engine) Create(ctx context.Context, spec ContainerSpec) (*Container, error) {
 	name := ContainerName(spec.RunID, spec.Attempt)
 	if err := spec.validate(); err != nil {
 		return nil, fmt.Errorf("create sandbox %s: %w", name, err)
 	}
-	limits := spec.Limits.withDefaults()
+	limits := spec.Limits.WithDefaults()
 	user := spec.User
 	if user == "" {
-		user = DefaultUser
+		user = sandbox.DefaultUser
 	}
 	labels := e.labels(spec.RunID, spec.Labels)
-	labels[LabelAttempt] = strconv.Itoa(spec.Attempt)
+	labels[sandbox.LabelAttempt] = strconv.Itoa(spec.Attempt)
 
 	tmpfs := map[string]string{"/tmp": tmpfsOptions(limits.TmpBytes, "", 0o1777)}
 	var mounts []mount.Mount
@@ -144,14 +109,14 @@ func (e *Engine) Create(ctx context.Context, spec Spec) (*Sandbox, error) {
 		if err != nil {
 			return nil, fmt.Errorf("create sandbox %s: socket dir %s: %w", name, spec.SocketDir, err)
 		}
-		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: dir, Target: GatewayDir})
+		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: dir, Target: sandbox.GatewayDir})
 	}
 	if spec.InitBinary != "" {
 		bin, err := filepath.Abs(spec.InitBinary)
 		if err != nil {
 			return nil, fmt.Errorf("create sandbox %s: init binary %s: %w", name, spec.InitBinary, err)
 		}
-		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: bin, Target: InitPath, ReadOnly: true})
+		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: bin, Target: sandbox.InitPath, ReadOnly: true})
 	}
 	if spec.Workspace != "" {
 		if spec.SeedImage != "" {
@@ -162,7 +127,7 @@ func (e *Engine) Create(ctx context.Context, spec Spec) (*Sandbox, error) {
 			// Creating an existing volume returns it unchanged: one call, no inspect.
 			return nil, wrap("create sandbox "+name+": create workspace volume", spec.Workspace, err)
 		}
-		m := mount.Mount{Type: mount.TypeVolume, Source: spec.Workspace, Target: WorkspacePath}
+		m := mount.Mount{Type: mount.TypeVolume, Source: spec.Workspace, Target: sandbox.WorkspacePath}
 		if spec.SeedImage != "" {
 			// The agent's image must not copy its own /workspace (or the one Docker makes
 			// for a WorkingDir there, owned by root) over the seeded volume's ownership.
@@ -170,7 +135,7 @@ func (e *Engine) Create(ctx context.Context, spec Spec) (*Sandbox, error) {
 		}
 		mounts = append(mounts, m)
 	} else {
-		tmpfs[WorkspacePath] = tmpfsOptions(limits.TmpBytes, user, 0o755)
+		tmpfs[sandbox.WorkspacePath] = tmpfsOptions(limits.TmpBytes, user, 0o755)
 	}
 
 	pids := limits.PIDs
@@ -200,7 +165,7 @@ func (e *Engine) Create(ctx context.Context, spec Spec) (*Sandbox, error) {
 	resp, err := e.api.ContainerCreate(ctx, cfg, host, nil, nil, name)
 	if err != nil {
 		if cerrdefs.IsConflict(err) {
-			return nil, fmt.Errorf("create sandbox %s: %w: %w; remove the leftover (Reap, or `overnight gc`) and retry", name, ErrNameInUse, err)
+			return nil, fmt.Errorf("create sandbox %s: %w: %w; remove the leftover (Reap, or `overnight gc`) and retry", name, sandbox.ErrNameInUse, err)
 		}
 		return nil, wrap("create sandbox", name+" from image "+spec.Image, err)
 	}
@@ -208,47 +173,36 @@ func (e *Engine) Create(ctx context.Context, spec Spec) (*Sandbox, error) {
 		e.log.Warn("engine warning creating sandbox", "sandbox", name, "warning", w)
 	}
 	e.log.Debug("created sandbox", "sandbox", name, "id", resp.ID)
-	return &Sandbox{ID: resp.ID, Name: name, RunID: spec.RunID, Attempt: spec.Attempt}, nil
+	return &Container{ID: resp.ID, Name: name, RunID: spec.RunID, Attempt: spec.Attempt}, nil
 }
 
-func (s Spec) validate() error {
+func (s ContainerSpec) validate() error {
 	switch {
 	case s.RunID == "":
-		return fmt.Errorf("%w: RunID is required", ErrInvalidSpec)
+		return fmt.Errorf("%w: RunID is required", sandbox.ErrInvalidSpec)
 	case s.Image == "":
-		return fmt.Errorf("%w: Image is required (see EnsureImage)", ErrInvalidSpec)
+		return fmt.Errorf("%w: Image is required (see EnsureImage)", sandbox.ErrInvalidSpec)
 	case s.Attempt < 0:
-		return fmt.Errorf("%w: Attempt %d is negative", ErrInvalidSpec, s.Attempt)
+		return fmt.Errorf("%w: Attempt %d is negative", sandbox.ErrInvalidSpec, s.Attempt)
 	case s.Network != "" && s.NetNS != "":
-		return fmt.Errorf("%w: Network and NetNS are both set: a sandbox joins a network or a holder's namespace, not both", ErrInvalidSpec)
+		return fmt.Errorf("%w: Network and NetNS are both set: a sandbox joins a network or a holder's namespace, not both", sandbox.ErrInvalidSpec)
 	}
 	if s.User != "" {
-		if _, _, ok := numericUser(s.User); !ok {
-			return fmt.Errorf("%w: User %q must be a numeric non-root uid:gid, e.g. %q", ErrInvalidSpec, s.User, DefaultUser)
+		if _, _, ok := sandbox.NumericUser(s.User); !ok {
+			return fmt.Errorf("%w: User %q must be a numeric non-root uid:gid, e.g. %q", sandbox.ErrInvalidSpec, s.User, sandbox.DefaultUser)
 		}
 	}
 	for k := range s.Env {
 		if k == "" || strings.ContainsAny(k, "=\x00") {
-			return fmt.Errorf("%w: environment variable name %q", ErrInvalidSpec, k)
+			return fmt.Errorf("%w: environment variable name %q", sandbox.ErrInvalidSpec, k)
 		}
 	}
 	return nil
 }
 
-// numericUser parses "uid:gid"; uid 0 is refused.
-func numericUser(user string) (uid, gid int, ok bool) {
-	u, g, found := strings.Cut(user, ":")
-	if !found {
-		return 0, 0, false
-	}
-	uid, err1 := strconv.Atoi(u)
-	gid, err2 := strconv.Atoi(g)
-	return uid, gid, err1 == nil && err2 == nil && uid > 0 && gid >= 0
-}
-
 func tmpfsOptions(size int64, owner string, mode uint32) string {
 	opts := fmt.Sprintf("rw,nosuid,nodev,size=%d,mode=%o", size, mode)
-	if uid, gid, ok := numericUser(owner); ok {
+	if uid, gid, ok := sandbox.NumericUser(owner); ok {
 		opts += fmt.Sprintf(",uid=%d,gid=%d", uid, gid)
 	}
 	return opts
@@ -260,9 +214,9 @@ func (e *Engine) labels(runID string, extra map[string]string) map[string]string
 	for k, v := range extra {
 		l[k] = v
 	}
-	l[LabelManaged] = "true"
-	l[LabelRun] = runID
-	l[LabelState] = e.state
+	l[sandbox.LabelManaged] = "true"
+	l[sandbox.LabelRun] = runID
+	l[sandbox.LabelState] = e.state
 	return l
 }
 
@@ -339,7 +293,7 @@ func (e *Engine) Kill(ctx context.Context, id, signal string) error {
 	}
 	err := e.api.ContainerKill(ctx, id, signal)
 	if cerrdefs.IsConflict(err) {
-		return fmt.Errorf("kill sandbox %s with %s: %w: %w", id, signal, ErrNotRunning, err)
+		return fmt.Errorf("kill sandbox %s with %s: %w: %w", id, signal, sandbox.ErrNotRunning, err)
 	}
 	return wrap("kill sandbox "+id+" with", signal, err)
 }
@@ -369,7 +323,7 @@ func (e *Engine) Restart(ctx context.Context, id string, grace time.Duration) er
 func (e *Engine) Pause(ctx context.Context, id string) error {
 	err := e.api.ContainerPause(ctx, id)
 	if cerrdefs.IsConflict(err) {
-		return fmt.Errorf("pause sandbox %s: %w: %w", id, ErrNotRunning, err)
+		return fmt.Errorf("pause sandbox %s: %w: %w", id, sandbox.ErrNotRunning, err)
 	}
 	return wrap("pause sandbox", id, err)
 }

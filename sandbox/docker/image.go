@@ -1,6 +1,8 @@
-package sandbox
+package docker
 
 import (
+	"github.com/overnight-dev/overnight/sandbox"
+
 	"archive/tar"
 	"bytes"
 	"context"
@@ -63,12 +65,12 @@ type imageInputs struct {
 
 func (e *Engine) inputs(ctx context.Context, spec ImageSpec) (imageInputs, error) {
 	if spec.InitBinary == "" {
-		return imageInputs{}, fmt.Errorf("ensure image: %w: InitBinary is required (a static linux/amd64 overnight binary)", ErrInvalidSpec)
+		return imageInputs{}, fmt.Errorf("ensure image: %w: InitBinary is required (a static linux/amd64 overnight binary)", sandbox.ErrInvalidSpec)
 	}
 	// The bytes hashed are the bytes built from, so the tag always names what is inside.
-	bins := []imageFile{{role: "init", src: spec.InitBinary, dst: InitPath}}
+	bins := []imageFile{{role: "init", src: spec.InitBinary, dst: sandbox.InitPath}}
 	if spec.AgentBinary != "" {
-		bins = append(bins, imageFile{role: "agent", src: spec.AgentBinary, dst: AgentPath})
+		bins = append(bins, imageFile{role: "agent", src: spec.AgentBinary, dst: sandbox.AgentPath})
 	}
 	h := sha256.New()
 	fmt.Fprintf(h, "%s\n", imageFormat)
@@ -141,7 +143,7 @@ func (e *Engine) build(ctx context.Context, spec ImageSpec, bins []imageFile, ta
 		Dockerfile:  "Dockerfile",
 		Remove:      true,
 		ForceRemove: true,
-		Labels:      map[string]string{LabelManaged: "true", LabelImageHash: sum},
+		Labels:      map[string]string{sandbox.LabelManaged: "true", LabelImageHash: sum},
 		Version:     build.BuilderV1, // what this engine (20.10, API 1.41) builds with
 	})
 	if err != nil {
@@ -212,7 +214,7 @@ func (b *imageFile) load() error {
 	data, err := os.ReadFile(b.src)
 	if err != nil && b.role == "agent" {
 		// The agent as given cannot run: the scenario's agent.binary.
-		return fmt.Errorf("ensure image: read agent binary: %w: %w", ErrInvalidSpec, err)
+		return fmt.Errorf("ensure image: read agent binary: %w: %w", sandbox.ErrInvalidSpec, err)
 	}
 	if err != nil {
 		return fmt.Errorf("ensure image: read %s binary: %w", b.role, err)
@@ -229,15 +231,15 @@ func (b *imageFile) load() error {
 func checkStaticELF(data []byte) error {
 	f, err := elf.NewFile(bytes.NewReader(data))
 	if err != nil {
-		return fmt.Errorf("%w: not a linux executable (%v); build it with GOOS=linux GOARCH=amd64 CGO_ENABLED=0", ErrInvalidSpec, err)
+		return fmt.Errorf("%w: not a linux executable (%v); build it with GOOS=linux GOARCH=amd64 CGO_ENABLED=0", sandbox.ErrInvalidSpec, err)
 	}
 	defer f.Close()
 	if f.Machine != elf.EM_X86_64 {
-		return fmt.Errorf("%w: built for %s, the engine runs linux/amd64; build with GOARCH=amd64", ErrInvalidSpec, f.Machine)
+		return fmt.Errorf("%w: built for %s, the engine runs linux/amd64; build with GOARCH=amd64", sandbox.ErrInvalidSpec, f.Machine)
 	}
 	for _, p := range f.Progs {
 		if p.Type == elf.PT_INTERP {
-			return fmt.Errorf("%w: dynamically linked, but a scratch image has no libc; build it with CGO_ENABLED=0", ErrInvalidSpec)
+			return fmt.Errorf("%w: dynamically linked, but a scratch image has no libc; build it with CGO_ENABLED=0", sandbox.ErrInvalidSpec)
 		}
 	}
 	return nil
@@ -274,10 +276,10 @@ func buildContext(bins []imageFile) (io.Reader, error) {
 	}
 
 	var df strings.Builder
-	fmt.Fprintf(&df, "FROM scratch\nADD rootfs.tar /\nUSER %d:%d\nWORKDIR %s\n", sandboxUID, sandboxGID, WorkspacePath)
-	fmt.Fprintf(&df, "ENTRYPOINT [%q, \"init\", \"--\"]\n", InitPath)
+	fmt.Fprintf(&df, "FROM scratch\nADD rootfs.tar /\nUSER %d:%d\nWORKDIR %s\n", sandboxUID, sandboxGID, sandbox.WorkspacePath)
+	fmt.Fprintf(&df, "ENTRYPOINT [%q, \"init\", \"--\"]\n", sandbox.InitPath)
 	if len(bins) > 1 {
-		fmt.Fprintf(&df, "CMD [%q]\n", AgentPath)
+		fmt.Fprintf(&df, "CMD [%q]\n", sandbox.AgentPath)
 	}
 
 	var out bytes.Buffer
@@ -309,9 +311,9 @@ func (e *Engine) RemoveImage(ctx context.Context, ref string) error {
 	defer cancel()
 	hash, ok := strings.CutPrefix(ref, ImageRepo+":")
 	if !ok || hash == "" || strings.Contains(hash, "-") {
-		return fmt.Errorf("remove image %s: %w: not a sandbox image reference (%s:<hash>)", ref, ErrInvalidSpec, ImageRepo)
+		return fmt.Errorf("remove image %s: %w: not a sandbox image reference (%s:<hash>)", ref, sandbox.ErrInvalidSpec, ImageRepo)
 	}
-	list, err := e.api.ImageList(ctx, image.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", LabelManaged+"=true"))})
+	list, err := e.api.ImageList(ctx, image.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", sandbox.LabelManaged+"=true"))})
 	if err != nil {
 		return wrap("remove image: list", ref, err)
 	}
@@ -348,7 +350,7 @@ func (e *Engine) RemoveImage(ctx context.Context, ref string) error {
 // sandbox image (labelled overnight.managed=true) no container uses,
 // whoever claims it. It returns the removed tags.
 func (e *Engine) ReapImages(ctx context.Context, all bool, keep ...string) ([]string, error) {
-	list, err := e.api.ImageList(ctx, image.ListOptions{Filters: filters.NewArgs(filters.Arg("label", LabelManaged+"=true"))})
+	list, err := e.api.ImageList(ctx, image.ListOptions{Filters: filters.NewArgs(filters.Arg("label", sandbox.LabelManaged+"=true"))})
 	if err != nil {
 		return nil, wrap("list sandbox images", "", err)
 	}

@@ -1,6 +1,8 @@
-package sandbox
+package docker
 
 import (
+	"github.com/overnight-dev/overnight/sandbox"
+
 	"cmp"
 	"context"
 	"errors"
@@ -16,13 +18,13 @@ import (
 
 // List returns this state directory's sandboxes of runID (all runs when runID is ""), stopped
 // ones included, ordered by run and attempt.
-func (e *Engine) List(ctx context.Context, runID string) ([]Sandbox, error) {
+func (e *Engine) List(ctx context.Context, runID string) ([]Container, error) {
 	f := filters.NewArgs(
-		filters.Arg("label", LabelManaged+"=true"),
-		filters.Arg("label", LabelState+"="+e.state),
+		filters.Arg("label", sandbox.LabelManaged+"=true"),
+		filters.Arg("label", sandbox.LabelState+"="+e.state),
 	)
 	if runID != "" {
-		f.Add("label", LabelRun+"="+runID)
+		f.Add("label", sandbox.LabelRun+"="+runID)
 	}
 	sbs, err := e.list(ctx, f)
 	if err != nil {
@@ -31,21 +33,21 @@ func (e *Engine) List(ctx context.Context, runID string) ([]Sandbox, error) {
 	return sbs, nil
 }
 
-func (e *Engine) list(ctx context.Context, f filters.Args) ([]Sandbox, error) {
+func (e *Engine) list(ctx context.Context, f filters.Args) ([]Container, error) {
 	cs, err := e.api.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
 	if err != nil {
 		return nil, err
 	}
-	out := make([]Sandbox, 0, len(cs))
+	out := make([]Container, 0, len(cs))
 	for _, c := range cs {
-		sb := Sandbox{ID: c.ID, RunID: c.Labels[LabelRun], State: string(c.State)}
+		sb := Container{ID: c.ID, RunID: c.Labels[sandbox.LabelRun], State: string(c.State)}
 		if len(c.Names) > 0 {
 			sb.Name = strings.TrimPrefix(c.Names[0], "/")
 		}
-		sb.Attempt, _ = strconv.Atoi(c.Labels[LabelAttempt])
+		sb.Attempt, _ = strconv.Atoi(c.Labels[sandbox.LabelAttempt])
 		out = append(out, sb)
 	}
-	slices.SortFunc(out, func(a, b Sandbox) int {
+	slices.SortFunc(out, func(a, b Container) int {
 		return cmp.Or(cmp.Compare(a.RunID, b.RunID), cmp.Compare(a.Attempt, b.Attempt), cmp.Compare(a.ID, b.ID))
 	})
 	return out, nil
@@ -60,15 +62,15 @@ func (e *Engine) Reap(ctx context.Context, live func(runID string) bool) ([]stri
 		live = func(string) bool { return false }
 	}
 	dead := func(labels map[string]string) bool {
-		run := labels[LabelRun]
+		run := labels[sandbox.LabelRun]
 		return run != "" && !live(run)
 	}
 	deadVolume := func(labels map[string]string) bool {
-		return dead(labels) && (e.keepVol == nil || !e.keepVol(labels[LabelRun]))
+		return dead(labels) && (e.keepVol == nil || !e.keepVol(labels[sandbox.LabelRun]))
 	}
 	return e.reap(ctx, "reap state "+e.state, filters.NewArgs(
-		filters.Arg("label", LabelManaged+"=true"),
-		filters.Arg("label", LabelState+"="+e.state),
+		filters.Arg("label", sandbox.LabelManaged+"=true"),
+		filters.Arg("label", sandbox.LabelState+"="+e.state),
 	), dead, deadVolume)
 }
 
@@ -76,7 +78,7 @@ func (e *Engine) Reap(ctx context.Context, live func(runID string) bool) ([]stri
 // state directory or run (`overnight gc --all`). It returns the removed container ids.
 func (e *Engine) ReapAll(ctx context.Context) ([]string, error) {
 	all := func(map[string]string) bool { return true }
-	return e.reap(ctx, "reap all", filters.NewArgs(filters.Arg("label", LabelManaged+"=true")), all, all)
+	return e.reap(ctx, "reap all", filters.NewArgs(filters.Arg("label", sandbox.LabelManaged+"=true")), all, all)
 }
 
 func (e *Engine) reap(ctx context.Context, op string, f filters.Args, doomed, doomedVolume func(labels map[string]string) bool) ([]string, error) {
@@ -98,7 +100,7 @@ func (e *Engine) reap(ctx context.Context, op string, f filters.Args, doomed, do
 			errs = append(errs, err)
 			continue
 		}
-		e.log.Debug("reaped sandbox", "id", c.ID, "run", c.Labels[LabelRun])
+		e.log.Debug("reaped sandbox", "id", c.ID, "run", c.Labels[sandbox.LabelRun])
 		removed = append(removed, c.ID)
 	}
 	if ctx.Err() != nil {
@@ -116,7 +118,7 @@ func (e *Engine) reap(ctx context.Context, op string, f filters.Args, doomed, do
 			errs = append(errs, err)
 			continue
 		}
-		e.log.Debug("reaped workspace volume", "volume", v.Name, "run", v.Labels[LabelRun])
+		e.log.Debug("reaped workspace volume", "volume", v.Name, "run", v.Labels[sandbox.LabelRun])
 	}
 	if err := e.reapNetworks(ctx, op, f, doomedVolume); err != nil {
 		errs = append(errs, err)

@@ -1,6 +1,8 @@
-package sandbox_test
+package docker_test
 
 import (
+	"github.com/overnight-dev/overnight/sandbox/docker"
+
 	"context"
 	"fmt"
 	"slices"
@@ -38,7 +40,7 @@ func gatewayFloor(b *testing.B, via string) {
 	e := benchEnv.e
 	var trips []time.Duration
 	for i := 0; i < b.N; i++ {
-		spec := sandbox.Spec{
+		spec := docker.ContainerSpec{
 			RunID: fmt.Sprintf("bench-%s-%d", randomID(), i), Attempt: 1, Image: benchEnv.image,
 			Cmd:       []string{sandbox.InitPath, "gateway-loop", via, fmt.Sprint(floorRequests)},
 			SocketDir: benchEnv.sockDir,
@@ -61,7 +63,7 @@ func gatewayFloor(b *testing.B, via string) {
 }
 
 // floorRun runs spec's sandbox to its end, removes it, and returns its mean round trip.
-func floorRun(ctx context.Context, e *sandbox.Engine, spec sandbox.Spec) (trip time.Duration, err error) {
+func floorRun(ctx context.Context, e *docker.Engine, spec docker.ContainerSpec) (trip time.Duration, err error) {
 	sb, err := e.Create(ctx, spec)
 	if err != nil {
 		return 0, err

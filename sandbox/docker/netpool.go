@@ -1,6 +1,8 @@
-package sandbox
+package docker
 
 import (
+	"github.com/overnight-dev/overnight/sandbox"
+
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -250,10 +252,10 @@ func (e *Engine) startNetHolder(ctx context.Context, image, pool string) (string
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	name := fmt.Sprintf("overnight-netns-%s-%s", e.state[:min(12, len(e.state))], hex.EncodeToString(b[:]))
-	labels := map[string]string{LabelManaged: "true", LabelState: e.state, LabelRole: RoleNetNS, LabelPool: pool}
+	labels := map[string]string{sandbox.LabelManaged: "true", sandbox.LabelState: e.state, LabelRole: RoleNetNS, LabelPool: pool}
 	pids := int64(8)
 	resp, err := e.api.ContainerCreate(ctx, &container.Config{
-		Image: image, Entrypoint: []string{InitPath, "pause"}, Cmd: []string{}, User: DefaultUser, Labels: labels,
+		Image: image, Entrypoint: []string{sandbox.InitPath, "pause"}, Cmd: []string{}, User: sandbox.DefaultUser, Labels: labels,
 	}, hardenedHost("none", "64k", 1, container.Resources{Memory: 32 << 20, MemorySwap: 32 << 20, PidsLimit: &pids, NanoCPUs: 100_000_000}), nil, nil, name)
 	if err != nil {
 		// A create that timed out may have made the container all the
@@ -273,7 +275,7 @@ func (e *Engine) startNetHolder(ctx context.Context, image, pool string) (string
 // process that died left behind. It returns the removed ids.
 func (e *Engine) ReapNetHolders(ctx context.Context, keepPool string) ([]string, error) {
 	cs, err := e.api.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(
-		filters.Arg("label", LabelManaged+"=true"), filters.Arg("label", LabelState+"="+e.state),
+		filters.Arg("label", sandbox.LabelManaged+"=true"), filters.Arg("label", sandbox.LabelState+"="+e.state),
 		filters.Arg("label", LabelRole+"="+RoleNetNS))})
 	if err != nil {
 		return nil, wrap("reap network namespace holders: list", "containers", err)

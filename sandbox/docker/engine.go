@@ -1,4 +1,5 @@
-// Package sandbox owns overnight's side of the Docker Engine: the sandbox images (a FROM-scratch
+// Package docker is overnight's Docker sandbox backend (sandbox.Backend, see Backend): it owns
+// overnight's side of the Docker Engine: the sandbox images (a FROM-scratch
 // image around the harness's own static binary, which runs as PID 1), the containers agents run
 // in, with their hardening defaults and resource limits, their lifecycle (create, start, wait,
 // kill, stop, restart, pause, unpause, logs, remove), the ownership labels every container and
@@ -9,22 +10,21 @@
 // number, must not serve the gateway (that is the harness's; this package only provides the
 // short socket directory it is bind-mounted from), and must never touch a container or volume
 // that does not carry its labels — nor, outside ReapAll, one of another state directory.
-package sandbox
+package docker
 
 import (
+	"github.com/overnight-dev/overnight/sandbox"
+
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/api/types/build"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/image"
@@ -34,50 +34,12 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 )
 
-// Labels every container and volume created by this package carries, and paths inside a sandbox.
-const (
-	LabelManaged = "overnight.managed" // "true"
-	LabelRun     = "overnight.run"     // run id
-	LabelState   = "overnight.state"   // StateHash(state dir)
-	LabelAttempt = "overnight.attempt" // attempt number (containers only)
+// ErrEngineUnreachable: the Docker engine could not be reached (Connect, or any call that lost
+// the connection). It is also sandbox.ErrUnavailable.
+var ErrEngineUnreachable = fmt.Errorf("%w: the Docker engine", sandbox.ErrUnavailable)
 
-	// GatewayDir is where the host's socket directory is bind-mounted inside a sandbox.
-	GatewayDir = "/run/overnight"
-	// SocketName is the gateway socket's conventional file name inside SocketDir.
-	SocketName = "gateway.sock"
-	// GatewaySocket is the gateway socket's path inside a sandbox (OVERNIGHT_SOCKET).
-	GatewaySocket = GatewayDir + "/" + SocketName
-	// InitPath is where the harness's own binary sits in every sandbox image; it runs as PID 1.
-	InitPath = "/overnight"
-	// AgentPath is where ImageSpec.AgentBinary is copied.
-	AgentPath = "/agent"
-	// WorkspacePath is the agent's writable workspace (a volume, or a tmpfs without one).
-	WorkspacePath = "/workspace"
-	// RelayURL is where initproc serves the gateway on the sandbox's loopback (OVERNIGHT_URL).
-	RelayURL = "http://127.0.0.1:7070"
-	// DefaultUser is the numeric user and group agents run as (nobody:nogroup).
-	DefaultUser = "65534:65534"
-	// DefaultStateDir is the state directory whose hash Options.StateHash defaults to.
-	DefaultStateDir = ".overnight"
-)
-
-var (
-	// ErrEngineUnreachable: the Docker engine could not be reached (Connect, or any call that
-	// lost the connection).
-	ErrEngineUnreachable = errors.New("cannot reach the Docker engine")
-	// ErrNotFound: the container, image or volume is gone.
-	ErrNotFound = errors.New("not found on the Docker engine")
-	// ErrNotRunning: the operation needs a running container (kill, pause).
-	ErrNotRunning = errors.New("sandbox is not running")
-	// ErrNameInUse: a container with the sandbox's name already exists (a leftover of an
-	// earlier harness for the same run and attempt; Reap or Remove it first).
-	ErrNameInUse = errors.New("sandbox name already in use")
-	// ErrInvalidSpec: an ImageSpec or Spec is incomplete or inconsistent; nothing was created.
-	ErrInvalidSpec = errors.New("invalid sandbox spec")
-	// ErrImageNotFound: an agent's own image is not on the engine, which pulls nothing. It is
-	// also ErrNotFound.
-	ErrImageNotFound = fmt.Errorf("agent image %w", ErrNotFound)
-)
+// errGone is sandbox.ErrNotFound, said of the engine.
+var errGone = fmt.Errorf("%w on the Docker engine", sandbox.ErrNotFound)
 
 // ImageAPI is the part of the Docker client that builds and removes images.
 type ImageAPI interface {
@@ -101,6 +63,10 @@ type ContainerAPI interface {
 	ContainerLogs(ctx context.Context, containerID string, options container.LogsOptions) (io.ReadCloser, error)
 	ContainerRemove(ctx context.Context, containerID string, options container.RemoveOptions) error
 	ContainerList(ctx context.Context, options container.ListOptions) ([]container.Summary, error)
+	CopyFromContainer(ctx context.Context, containerID, srcPath string) (io.ReadCloser, container.PathStat, error)
+	ContainerExecCreate(ctx context.Context, containerID string, options container.ExecOptions) (container.ExecCreateResponse, error)
+	ContainerExecAttach(ctx context.Context, execID string, config container.ExecAttachOptions) (types.HijackedResponse, error)
+	ContainerExecInspect(ctx context.Context, execID string) (container.ExecInspect, error)
 }
 
 // VolumeAPI is the part of the Docker client that manages workspace volumes.
@@ -158,21 +124,10 @@ func Connect(ctx context.Context) (*client.Client, error) {
 	return cli, nil
 }
 
-// StateHash identifies a state directory in labels: the hex SHA-256 of its absolute, cleaned
-// path, first 16 characters.
-func StateHash(stateDir string) string {
-	p := filepath.Clean(stateDir)
-	if abs, err := filepath.Abs(p); err == nil {
-		p = abs
-	}
-	sum := sha256.Sum256([]byte(p))
-	return hex.EncodeToString(sum[:])[:16]
-}
-
 // Options configures an Engine. The zero value is usable.
 type Options struct {
 	// StateHash is the state directory's identity, written to LabelState on everything created
-	// and the scope of List and Reap. Default: StateHash(DefaultStateDir), relative to the
+	// and the scope of List and Reap. Default: sandbox.StateHash(sandbox.DefaultStateDir), relative to the
 	// working directory when New is called.
 	StateHash string
 	// Logger receives build output and engine warnings at Debug/Warn. Default: discard.
@@ -201,7 +156,7 @@ type Engine struct {
 // New returns an Engine over api (usually the *client.Client from Connect).
 func New(api API, opts Options) *Engine {
 	if opts.StateHash == "" {
-		opts.StateHash = StateHash(DefaultStateDir)
+		opts.StateHash = sandbox.StateHash(sandbox.DefaultStateDir)
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -221,7 +176,7 @@ func wrap(op, subject string, err error) error {
 	case err == nil:
 		return nil
 	case cerrdefs.IsNotFound(err):
-		return fmt.Errorf("%s %s: %w: %w", op, subject, ErrNotFound, err)
+		return fmt.Errorf("%s %s: %w: %w", op, subject, errGone, err)
 	case client.IsErrConnectionFailed(err):
 		return fmt.Errorf("%s %s: %w: %w", op, subject, ErrEngineUnreachable, err)
 	}

@@ -1,6 +1,8 @@
-package sandbox_test
+package docker_test
 
 import (
+	"github.com/overnight-dev/overnight/sandbox/docker"
+
 	"context"
 	"fmt"
 	"net"
@@ -16,20 +18,20 @@ import (
 )
 
 // newEngine returns an Engine over the real engine with a state identity of its own.
-func newEngine(opts ...func(*sandbox.Options)) *sandbox.Engine {
-	o := sandbox.Options{StateHash: sandbox.StateHash(filepath.Join(GinkgoT().TempDir(), "state"))}
+func newEngine(opts ...func(*docker.Options)) *docker.Engine {
+	o := docker.Options{StateHash: sandbox.StateHash(filepath.Join(GinkgoT().TempDir(), "state"))}
 	for _, f := range opts {
 		f(&o)
 	}
-	return sandbox.New(api, o)
+	return docker.New(api, o)
 }
 
 // nextRun returns a run id no other test (or suite run) uses.
 func nextRun() string { return fmt.Sprintf("t%s-%d", suiteID, runSeq.Add(1)) }
 
 // agentSpec is a sandbox of a fresh run running the testinit mode given as cmd.
-func agentSpec(cmd ...string) sandbox.Spec {
-	return sandbox.Spec{
+func agentSpec(cmd ...string) docker.ContainerSpec {
+	return docker.ContainerSpec{
 		RunID:   nextRun(),
 		Attempt: 1,
 		Image:   image,
@@ -47,13 +49,13 @@ var volumesCleaned = map[string]bool{}
 
 // create creates spec's sandbox, removing it (and its workspace volume) when the spec ends,
 // even if it fails.
-func create(ctx context.Context, e *sandbox.Engine, spec sandbox.Spec) *sandbox.Sandbox {
+func create(ctx context.Context, e *docker.Engine, spec docker.ContainerSpec) *docker.Container {
 	// The first registration runs last, after every container that mounts the volume is gone.
 	if spec.Workspace != "" && !volumesCleaned[spec.Workspace] {
 		volumesCleaned[spec.Workspace] = true
 		DeferCleanup(func(ctx context.Context) { Expect(e.RemoveVolume(ctx, spec.Workspace)).To(Succeed()) })
 	}
-	name := sandbox.ContainerName(spec.RunID, spec.Attempt)
+	name := docker.ContainerName(spec.RunID, spec.Attempt)
 	DeferCleanup(func(ctx context.Context) { Expect(e.Remove(ctx, name)).To(Succeed()) })
 	sb, err := e.Create(ctx, spec)
 	Expect(err).NotTo(HaveOccurred())
@@ -61,14 +63,14 @@ func create(ctx context.Context, e *sandbox.Engine, spec sandbox.Spec) *sandbox.
 }
 
 // start creates and starts spec's sandbox.
-func start(ctx context.Context, e *sandbox.Engine, spec sandbox.Spec) *sandbox.Sandbox {
+func start(ctx context.Context, e *docker.Engine, spec docker.ContainerSpec) *docker.Container {
 	sb := create(ctx, e, spec)
 	Expect(e.Start(ctx, sb.ID)).To(Succeed())
 	return sb
 }
 
 // runToEnd runs spec's sandbox to its end and returns its exit code and output.
-func runToEnd(ctx context.Context, e *sandbox.Engine, spec sandbox.Spec) (int, string, string) {
+func runToEnd(ctx context.Context, e *docker.Engine, spec docker.ContainerSpec) (int, string, string) {
 	sb := start(ctx, e, spec)
 	code, err := e.Wait(ctx, sb.ID)
 	Expect(err).NotTo(HaveOccurred())
@@ -78,7 +80,7 @@ func runToEnd(ctx context.Context, e *sandbox.Engine, spec sandbox.Spec) (int, s
 }
 
 // stdoutOf returns the sandbox's stdout so far.
-func stdoutOf(ctx context.Context, e *sandbox.Engine, id string) string {
+func stdoutOf(ctx context.Context, e *docker.Engine, id string) string {
 	out, _, err := e.Logs(ctx, id)
 	Expect(err).NotTo(HaveOccurred())
 	return string(out)

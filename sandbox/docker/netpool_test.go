@@ -1,6 +1,8 @@
-package sandbox_test
+package docker_test
 
 import (
+	"github.com/overnight-dev/overnight/sandbox/docker"
+
 	"context"
 	"strings"
 	"time"
@@ -16,7 +18,7 @@ import (
 
 var _ = Describe("network namespace holders", func() {
 	// warmOne warms pool to one holder and takes it.
-	warmOne := func(pool *sandbox.NetPool) string {
+	warmOne := func(pool *docker.NetPool) string {
 		GinkgoHelper()
 		pool.Warm(1)
 		var h string
@@ -38,7 +40,7 @@ var _ = Describe("network namespace holders", func() {
 		info, err := cli.ContainerInspect(ctx, h)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(info.State.Running).To(BeTrue())
-		Expect(info.Config.Labels).To(HaveKeyWithValue(sandbox.LabelRole, sandbox.RoleNetNS))
+		Expect(info.Config.Labels).To(HaveKeyWithValue(docker.LabelRole, docker.RoleNetNS))
 		Expect(info.Config.Labels).NotTo(HaveKey(sandbox.LabelRun), "no run's: the run reaper never takes it")
 		Expect(string(info.HostConfig.NetworkMode)).To(Equal("none"))
 		Expect(info.HostConfig.CapDrop).To(ContainElement("ALL"))
@@ -63,7 +65,7 @@ var _ = Describe("network namespace holders", func() {
 
 		// Gone with the sandbox: what it listened on.
 		Expect(e.Remove(ctx, first.ID)).To(Succeed())
-		Expect(e.Remove(ctx, sandbox.ContainerName(probe.RunID, probe.Attempt))).To(Succeed())
+		Expect(e.Remove(ctx, docker.ContainerName(probe.RunID, probe.Attempt))).To(Succeed())
 		pool.Return(h)
 		again := pool.Take()
 		Expect(again).To(Equal(h), "the holder went back to the pool and serves the next sandbox")
@@ -72,7 +74,7 @@ var _ = Describe("network namespace holders", func() {
 		code, out, _ = runToEnd(ctx, e, next)
 		Expect(code).To(Equal(0))
 		Expect(out).To(Equal("closed\n"), "nothing the last sandbox left listening")
-		code, out, _ = runToEnd(ctx, e, func() sandbox.Spec { s := agentSpec("netns"); s.NetNS = again; return s }())
+		code, out, _ = runToEnd(ctx, e, func() docker.ContainerSpec { s := agentSpec("netns"); s.NetNS = again; return s }())
 		Expect(code).To(Equal(0))
 		Expect(strings.Fields(out)[0]).To(Equal(ns), "the same namespace: no new one was made")
 
@@ -131,7 +133,7 @@ var _ = Describe("network namespace holders", func() {
 			info, err := cli.ContainerInspect(ctx, h)
 			Expect(err).NotTo(HaveOccurred())
 			Expect(info.State.Running).To(BeTrue())
-			Expect(info.Config.Labels).To(HaveKeyWithValue(sandbox.LabelPool, pool.ID()))
+			Expect(info.Config.Labels).To(HaveKeyWithValue(docker.LabelPool, pool.ID()))
 		}
 	}, SpecTimeout(3*time.Minute))
 })
@@ -139,7 +141,7 @@ var _ = Describe("network namespace holders", func() {
 // holdersOf lists the holder containers of the pool with this ID, in any state.
 func holdersOf(ctx context.Context, pool string) []string {
 	GinkgoHelper()
-	cs, err := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", sandbox.LabelPool+"="+pool))})
+	cs, err := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", docker.LabelPool+"="+pool))})
 	Expect(err).NotTo(HaveOccurred())
 	var ids []string
 	for _, c := range cs {

@@ -1,6 +1,8 @@
-package sandbox
+package docker
 
 import (
+	"github.com/overnight-dev/overnight/sandbox"
+
 	"bytes"
 	"context"
 	"debug/elf"
@@ -121,13 +123,13 @@ var _ = Describe("engine errors (fake API)", func() {
 		}
 		e := New(f, Options{StateHash: "s"})
 		err := e.Start(ctx, "abc123")
-		Expect(err).To(MatchError(ErrNotFound))
+		Expect(err).To(MatchError(sandbox.ErrNotFound))
 		Expect(err.Error()).To(HavePrefix("start sandbox abc123: not found on the Docker engine: No such container"))
 		err = e.Kill(ctx, "abc123", "")
-		Expect(err).To(MatchError(ErrNotRunning))
+		Expect(err).To(MatchError(sandbox.ErrNotRunning))
 		Expect(err.Error()).To(HavePrefix("kill sandbox abc123 with SIGKILL: "))
 		_, err = e.Wait(ctx, "abc123")
-		Expect(err).To(MatchError(ErrNotFound))
+		Expect(err).To(MatchError(sandbox.ErrNotFound))
 	})
 
 	It("treats a missing or already-vanishing container as removed, and wraps other failures", func(ctx SpecContext) {
@@ -152,27 +154,27 @@ var _ = Describe("engine errors (fake API)", func() {
 			return container.CreateResponse{ID: "id-1"}, nil
 		}}
 		e := New(f, Options{StateHash: "state-1"})
-		sb, err := e.Create(ctx, Spec{
+		sb, err := e.Create(ctx, ContainerSpec{
 			RunID: "run/1", Attempt: 2, Image: "img",
 			Env:    map[string]string{"B": "2", "A": "1"},
-			Labels: map[string]string{LabelState: "forged", LabelRun: "forged", "team": "x"},
+			Labels: map[string]string{sandbox.LabelState: "forged", sandbox.LabelRun: "forged", "team": "x"},
 		})
 		Expect(err).NotTo(HaveOccurred())
-		Expect(*sb).To(Equal(Sandbox{ID: "id-1", Name: "overnight-run-1-2", RunID: "run/1", Attempt: 2}))
+		Expect(*sb).To(Equal(Container{ID: "id-1", Name: "overnight-run-1-2", RunID: "run/1", Attempt: 2}))
 		Expect(cfg.Env).To(Equal([]string{"A=1", "B=2"}))
 		Expect(cfg.Labels).To(Equal(map[string]string{
-			LabelManaged: "true", LabelRun: "run/1", LabelState: "state-1", LabelAttempt: "2", "team": "x",
+			sandbox.LabelManaged: "true", sandbox.LabelRun: "run/1", sandbox.LabelState: "state-1", sandbox.LabelAttempt: "2", "team": "x",
 		}))
 		Expect(host.Mounts).To(BeEmpty(), "no socket dir, no workspace: no mounts at all")
 		Expect(host.Tmpfs["/tmp"]).To(Equal("rw,nosuid,nodev,size=67108864,mode=1777"))
 		Expect(host.Tmpfs["/workspace"]).To(Equal("rw,nosuid,nodev,size=67108864,mode=755,uid=65534,gid=65534"))
 
-		_, err = e.Create(ctx, Spec{RunID: "taken", Attempt: 1, Image: "img"})
-		Expect(err).To(MatchError(ErrNameInUse))
-		_, err = e.Create(ctx, Spec{RunID: "r", Image: "img", Env: map[string]string{"A=B": "x"}})
-		Expect(err).To(MatchError(ErrInvalidSpec))
-		_, err = e.Create(ctx, Spec{Image: "img"})
-		Expect(err).To(MatchError(ErrInvalidSpec))
+		_, err = e.Create(ctx, ContainerSpec{RunID: "taken", Attempt: 1, Image: "img"})
+		Expect(err).To(MatchError(sandbox.ErrNameInUse))
+		_, err = e.Create(ctx, ContainerSpec{RunID: "r", Image: "img", Env: map[string]string{"A=B": "x"}})
+		Expect(err).To(MatchError(sandbox.ErrInvalidSpec))
+		_, err = e.Create(ctx, ContainerSpec{Image: "img"})
+		Expect(err).To(MatchError(sandbox.ErrInvalidSpec))
 	})
 
 	It("surfaces an error the build stream reports, and checks the image before building", func(ctx SpecContext) {
@@ -200,9 +202,9 @@ var _ = Describe("engine errors (fake API)", func() {
 		f := &fakeAPI{
 			list: func(container.ListOptions) ([]container.Summary, error) {
 				return []container.Summary{
-					{ID: "a", Labels: map[string]string{LabelRun: "dead"}},
-					{ID: "b", Labels: map[string]string{LabelRun: "dead"}},
-					{ID: "c", Labels: map[string]string{LabelRun: "live"}},
+					{ID: "a", Labels: map[string]string{sandbox.LabelRun: "dead"}},
+					{ID: "b", Labels: map[string]string{sandbox.LabelRun: "dead"}},
+					{ID: "c", Labels: map[string]string{sandbox.LabelRun: "live"}},
 				}, nil
 			},
 			remove: func(id string) error {
@@ -213,7 +215,7 @@ var _ = Describe("engine errors (fake API)", func() {
 			},
 			vlist: func(volume.ListOptions) (volume.ListResponse, error) {
 				return volume.ListResponse{Volumes: []*volume.Volume{
-					{Name: "ws-dead", Labels: map[string]string{LabelRun: "dead"}},
+					{Name: "ws-dead", Labels: map[string]string{sandbox.LabelRun: "dead"}},
 					{Name: "shared", Labels: map[string]string{}},
 				}}, nil
 			},
@@ -260,7 +262,7 @@ var _ = Describe("ReapImages (unit, fake API)", func() {
 	reap := func(ctx context.Context, all bool) (got, removed []string) {
 		f := &fakeAPI{
 			ilist: func(o image.ListOptions) ([]image.Summary, error) {
-				Expect(o.Filters.Get("label")).To(ConsistOf(LabelManaged + "=true"))
+				Expect(o.Filters.Get("label")).To(ConsistOf(sandbox.LabelManaged + "=true"))
 				return images(), nil
 			},
 			list: func(o container.ListOptions) ([]container.Summary, error) {

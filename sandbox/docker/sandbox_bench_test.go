@@ -1,6 +1,8 @@
-package sandbox_test
+package docker_test
 
 import (
+	"github.com/overnight-dev/overnight/sandbox/docker"
+
 	"context"
 	"errors"
 	"fmt"
@@ -23,7 +25,7 @@ var benchEnv struct {
 	once     sync.Once
 	err      error
 	cli      *client.Client
-	e        *sandbox.Engine
+	e        *docker.Engine
 	image    string
 	initBin  string
 	tmp      string
@@ -36,7 +38,7 @@ func benchSetup() error {
 	benchEnv.once.Do(func() {
 		ctx := context.Background()
 		b := &benchEnv
-		b.cli, b.err = sandbox.Connect(ctx)
+		b.cli, b.err = docker.Connect(ctx)
 		if b.err != nil {
 			return
 		}
@@ -51,8 +53,8 @@ func benchSetup() error {
 			return
 		}
 		b.initBin = bin
-		b.e = sandbox.New(b.cli, sandbox.Options{StateHash: nonce})
-		if b.image, b.err = b.e.EnsureImage(ctx, sandbox.ImageSpec{InitBinary: bin}); b.err != nil {
+		b.e = docker.New(b.cli, docker.Options{StateHash: nonce})
+		if b.image, b.err = b.e.EnsureImage(ctx, docker.ImageSpec{InitBinary: bin}); b.err != nil {
 			return
 		}
 		b.cleanups = append(b.cleanups, func() error { return b.e.RemoveImage(context.Background(), b.image) })
@@ -107,8 +109,8 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 //
 //	go test -run '^$' -bench ColdStart -benchtime 20x ./sandbox
 func BenchmarkColdStart(b *testing.B) {
-	coldStart(b, func(run, path string) sandbox.Spec {
-		return sandbox.Spec{
+	coldStart(b, func(run, path string) docker.ContainerSpec {
+		return docker.ContainerSpec{
 			RunID: run, Attempt: 1, Image: benchEnv.image,
 			Cmd: []string{sandbox.InitPath, "gateway-call", path},
 		}
@@ -133,8 +135,8 @@ func BenchmarkColdStartPython(b *testing.B) {
 	if err != nil {
 		b.Fatalf("%v (make it with `make python-image`)", err)
 	}
-	coldStart(b, func(run, path string) sandbox.Spec {
-		return sandbox.Spec{
+	coldStart(b, func(run, path string) docker.ContainerSpec {
+		return docker.ContainerSpec{
 			RunID: run, Attempt: 1, Image: cfg.ID,
 			Entrypoint: []string{sandbox.InitPath, "init", "--"}, InitBinary: benchEnv.initBin,
 			Cmd: []string{"python3", "-c", "import os, urllib.request; urllib.request.urlopen(os.environ['OVERNIGHT_URL'] + '" + path + "').read()"},
@@ -144,7 +146,7 @@ func BenchmarkColdStartPython(b *testing.B) {
 
 // coldStart runs b.N sandboxes made by specFor and reports the time from
 // Create to the agent's first request at the gateway.
-func coldStart(b *testing.B, specFor func(run, path string) sandbox.Spec) {
+func coldStart(b *testing.B, specFor func(run, path string) docker.ContainerSpec) {
 	if err := benchSetup(); err != nil {
 		b.Fatal(err)
 	}
