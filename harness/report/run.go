@@ -109,22 +109,17 @@ func newRunModel(f *history.Full) *runModel {
 		}
 		return "+" + seconds(max(t.Sub(rec.StartedAt).Milliseconds(), 0)) + " s"
 	}
-	virtual := func(t time.Time) string {
-		if t.IsZero() {
-			return "–"
-		}
-		return "+" + t.Sub(rec.VirtualStart).String()
-	}
+	virtual := func(t time.Time) string { return history.VirtualSince(rec.VirtualStart, t) }
 	if res := rec.Result; res != nil {
 		m.Wall = seconds(res.WallMS) + " s"
-		m.Virtual = (time.Duration(res.VirtualMS) * time.Millisecond).String() + " virtual"
+		m.Virtual = history.VirtualSpan(time.Duration(res.VirtualMS)*time.Millisecond) + " virtual"
 		m.Steps = res.StepsCompleted
 		m.Claim = res.Outcome
 		m.Invariants = res.Invariants
 		m.Counts = &res.Effects
 		m.LLM = res.LLM
 	} else {
-		m.Virtual = run.Clock.Sub(rec.VirtualStart).String() + " virtual so far"
+		m.Virtual = history.VirtualSpan(run.Clock.Sub(rec.VirtualStart)) + " virtual so far"
 		m.Steps = run.LastCheckpoint().Step
 		if run.Done != nil {
 			m.Claim = run.Done.Outcome

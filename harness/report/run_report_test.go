@@ -3,6 +3,7 @@ package report_test
 import (
 	"bytes"
 	"encoding/json"
+	stdhtml "html"
 	"regexp"
 	"time"
 
@@ -24,6 +25,9 @@ func runFixture() *history.Full {
 	ms := func(n int) time.Time { return start.Add(time.Duration(n) * time.Millisecond) }
 	exit0, exit137 := 0, 137
 	applied := virtual.Add(90 * time.Second)
+	// The API changes three and a half days into the run's virtual week.
+	changed := virtual.Add(83*time.Hour + 43*time.Minute)
+	appliedMS, changedMS := int64(90_000), (83*time.Hour + 43*time.Minute).Milliseconds()
 	res := &history.Result{RunID: "20261203-100000-abcdef", Scenario: "deploy-v2", Seed: 7, Verdict: "pass",
 		Reason: "the agent reported done; all 5 invariants hold", Outcome: "success", Attempts: 3, StepsCompleted: 5,
 		Effects: history.EffectCounts{Executed: 6, Deduplicated: 1},
@@ -31,12 +35,17 @@ func runFixture() *history.Full {
 			{Name: "no-duplicate-effects", Kind: "always", Verdict: "pass", Detail: "every resource of a non-idempotent kind created once"},
 			{Name: "goal-reached", Kind: "eventually", Verdict: "pass", Detail: "the service answers <on> prod"},
 		},
-		LLM:    &history.LLMTotals{Provider: "scripted", Model: "scripted", TestDouble: true, Calls: 3, Answered: 2, Refused: 1, RefusedBy: map[string]int{"rate_limit_exceeded": 1}, PromptTokens: 120, CompletionTokens: 30},
-		WallMS: 7000, VirtualMS: 180000, HistoryDigest: "5ca1ab1e"}
+		LLM: &history.LLMTotals{Provider: "scripted", Model: "scripted", TestDouble: true, Calls: 3, Answered: 2, Refused: 1, RefusedBy: map[string]int{"rate_limit_exceeded": 1}, PromptTokens: 120, CompletionTokens: 30},
+		Faults: []history.FaultResult{
+			{Kind: "kill", Spec: "kill@step:2", At: "step:2", Applied: true, AppliedVirtualMS: &appliedMS, Attempt: 1, Met: true, MetDetail: "the agent was killed after step 2 and a new attempt resumed"},
+			{Kind: "api-version", Spec: "api-version:v2@step:3", At: "step:3", Applied: true, AppliedVirtualMS: &changedMS, Attempt: 2, Met: true, MetDetail: "an effect was refused under v2"},
+			{Kind: "blackhole", Spec: "blackhole@t:1h/5m", At: "t:1h", From: "blackhole@every:1h/5m"},
+		},
+		WallMS: 7000, VirtualMS: (4*24*time.Hour + 2*time.Hour).Milliseconds(), HistoryDigest: "5ca1ab1e"}
 	rec := history.RunRecord{ID: res.RunID, Scenario: "deploy-v2", Source: "builtin:deploy-v2", Seed: 7, Faults: []string{"kill@step:2", "api-version:v2@step:3"},
 		Status: history.StatusFinished, Verdict: "pass", Reason: res.Reason, StartedAt: start, EndedAt: ms(7000), Attempts: 3, VirtualStart: virtual, Result: res}
 	refusal := &protocol.EffectError{Code: "unauthorized", Message: "api_key is required", Status: 401}
-	run := &history.Run{Record: rec, Clock: virtual.Add(3 * time.Minute),
+	run := &history.Run{Record: rec, Clock: virtual.Add(4*24*time.Hour + 2*time.Hour),
 		Attempts: []history.AttemptRecord{
 			{N: 1, StartedAt: ms(100), EndedAt: ms(1500), End: "killed by fault", ExitCode: &exit137, KillIssuedAt: ms(1450)},
 			{N: 2, StartedAt: ms(1700), EndedAt: ms(3000), End: "exited", ExitCode: &exit0, FirstResumedAt: ms(1800)},
@@ -51,7 +60,7 @@ func runFixture() *history.Full {
 		},
 		Faults: []history.FaultRecord{
 			{Index: 0, Spec: "kill@step:2", From: "kill@step:2", Kind: "kill", At: "step:2", Applied: true, AppliedAttempt: 1, AppliedVirtual: applied, AppliedWall: ms(1450), Met: true, MetDetail: "the agent was killed after step 2 and a new attempt resumed"},
-			{Index: 1, Spec: "api-version:v2@step:3", From: "api-version:v2@step:3", Kind: "api-version", At: "step:3", Applied: true, AppliedAttempt: 2, AppliedVirtual: applied.Add(time.Minute), AppliedWall: ms(2300), Met: true, MetDetail: "an effect was refused under v2"},
+			{Index: 1, Spec: "api-version:v2@step:3", From: "api-version:v2@step:3", Kind: "api-version", At: "step:3", Applied: true, AppliedAttempt: 2, AppliedVirtual: changed, AppliedWall: ms(2300), Met: true, MetDetail: "an effect was refused under v2"},
 			{Index: 2, Spec: "blackhole@t:1h/5m", From: "blackhole@every:1h/5m", Kind: "blackhole", At: "t:1h"},
 		},
 	}
@@ -106,6 +115,20 @@ var _ = Describe("a run's reports", func() {
 		var decoded history.Result
 		Expect(json.Unmarshal(js.Bytes(), &decoded)).To(Succeed())
 		Expect(decoded).To(Equal(*f.Run.Record.Result), "the JSON is the run's result as `run --output json` prints it")
+	})
+
+	It("write a virtual instant one way everywhere: +3d11h43m since the run's virtual start, as a fault spec's t:3d11h43m", func() {
+		f := runFixture()
+		var text, html, md bytes.Buffer
+		Expect(f.Run.Record.Result.WriteText(&text)).To(Succeed())
+		golden("run.txt", text.Bytes())
+		Expect(report.RunHTML(&html, f, report.RunOptions{})).To(Succeed())
+		Expect(report.RunMarkdown(&md, f)).To(Succeed())
+		for name, out := range map[string]string{"text": text.String(), "html": stdhtml.UnescapeString(html.String()), "markdown": md.String()} {
+			Expect(out).To(ContainSubstring("+3d11h43m virtual"), "%s: the API change's instant", name)
+			Expect(out).To(ContainSubstring("4d2h virtual"), "%s: the run's virtual length", name)
+			Expect(out).NotTo(MatchRegexp(`\+\d+h\d+m\d+s`), "%s: no Go duration (+83h43m0s) for an instant", name)
+		}
 	})
 
 	It("show a run that has not ended, and refuse it a JSON result", func() {

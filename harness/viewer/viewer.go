@@ -188,6 +188,7 @@ var funcs = template.FuncMap{
 		}
 		return t.UTC().Format("2006-01-02 15:04:05")
 	},
+	"virtual": history.VirtualSince,
 	"agent":   history.AgentLabel,
 	"runLink": runPath,
 	"pretty":  pretty,
