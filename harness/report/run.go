@@ -246,7 +246,7 @@ var runHTML = sync.OnceValue(func() *template.Template {
 <dt>attempts</dt><dd>{{len .Attempts}}; steps completed: {{.Steps}}; the agent's claim: {{.Claim}}</dd>
 {{with .Rec.Isolated}}<dt>isolated re-run</dt><dd>{{.Purpose}} of run {{.Parent}}, from checkpoint {{.FromCheckpoint}}</dd>
 {{end}}{{with .Res}}<dt>history digest</dt><dd><code>{{.HistoryDigest}}</code></dd>
-{{end}}<dt>reproduce</dt><dd><code>{{.Reproduce}}</code></dd>
+{{end}}<dt>reproduce</dt><dd><div class="cmd"><code>{{.Reproduce}}</code></div></dd>
 </dl>
 <h2>Timeline</h2>
 {{.SVG}}
