@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	stdhtml "html"
+	"html/template"
 	"regexp"
+	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/overnight-dev/overnight/harness/history"
 	"github.com/overnight-dev/overnight/harness/report"
+	"github.com/overnight-dev/overnight/harness/timeline"
 	"github.com/overnight-dev/overnight/sandbox/protocol"
 )
 
@@ -141,6 +144,51 @@ var _ = Describe("a run's reports", func() {
 		Expect(html.String()).To(ContainSubstring("1 calls so far"))
 		Expect(html.String()).NotTo(ContainSubstring("The gate"), "no reflection sections for a run without any")
 		Expect(report.RunJSON(&js, f)).To(MatchError(report.ErrNoResult))
+	})
+})
+
+// laneNames are the lanes a timeline draws, top to bottom.
+var laneNames = regexp.MustCompile(`<text x="4" y="\d+" font-size="12" fill="#333">([a-z]+)</text>`)
+
+// svgOf is the timeline of a page.
+func svgOf(page string) string {
+	GinkgoHelper()
+	from, to := strings.Index(page, "<svg"), strings.Index(page, "</svg>")
+	Expect(from).To(BeNumerically(">=", 0), "the page has a timeline")
+	return page[from:to]
+}
+
+var _ = Describe("a run's timeline", func() {
+	It("names its lanes, writes the attempts and faults on it, and has a legend of its shapes and colours", func() {
+		var html bytes.Buffer
+		Expect(report.RunHTML(&html, runFixture(), report.RunOptions{})).To(Succeed())
+		svg := svgOf(html.String())
+		var lanes []string
+		for _, m := range laneNames.FindAllStringSubmatch(svg, -1) {
+			lanes = append(lanes, m[1])
+		}
+		Expect(lanes).To(Equal([]string{"attempts", "steps", "effects", "faults", "reflection", "gate"}))
+		for _, label := range []string{"attempt 1", "attempt 2", "attempt 3", "kill@step:2", "api-version:v2@step:3", "r1 verified", "released"} {
+			Expect(svg).To(MatchRegexp(`<text [^>]*>`+regexp.QuoteMeta(label)+`</text>`), "%q is written on the timeline, not only in a tooltip", label)
+		}
+		Expect(svg).NotTo(MatchRegexp(`<text [^>]*>blackhole@`), "a fault that never fired is not on it")
+		Expect(svg).To(ContainSubstring(">legend<"))
+		for _, tone := range []string{"ok", "bad"} {
+			Expect(svg).To(ContainSubstring(`fill="`+timeline.Tones[tone]+`"/><text x="`), "a swatch of the %s colour", tone)
+			Expect(svg).To(ContainSubstring(">"+template.HTMLEscapeString(timeline.ToneMeanings[tone])+"<"), "what the %s colour means", tone)
+		}
+		Expect(svg).NotTo(ContainSubstring(timeline.ToneMeanings["hold"]), "the legend names only the colours the timeline uses")
+		Expect(svg).To(ContainSubstring("wall-clock time since the run started"))
+	})
+
+	It("draws only the lanes that have something: no reflection or gate rows for a run without either", func() {
+		var html bytes.Buffer
+		Expect(report.RunHTML(&html, liveFixture(), report.RunOptions{})).To(Succeed())
+		var lanes []string
+		for _, m := range laneNames.FindAllStringSubmatch(svgOf(html.String()), -1) {
+			lanes = append(lanes, m[1])
+		}
+		Expect(lanes).To(Equal([]string{"attempts", "steps"}))
 	})
 })
 
