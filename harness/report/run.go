@@ -154,7 +154,7 @@ func newRunModel(f *history.Full) *runModel {
 		}
 		m.Effects = append(m.Effects, effectRow{Label: history.EffectLabel(e.ID), Kind: e.Kind, Status: e.Status, Attempt: e.Attempt,
 			Executions: e.Executions, Replays: e.Replays,
-			Notes: notes(when(e.Reconciled), "reconciled after a crash", when(e.Unkeyed), "unkeyed", failure, failure)})
+			Notes: notes(when(e.Replays > 0), replayNote(e.Replays), when(e.Reconciled), "reconciled after a crash", when(e.Unkeyed), "unkeyed", failure, failure)})
 	}
 	for i, a := range run.Attempts {
 		killed, resumed := since(a.KillIssuedAt), since(a.FirstResumedAt)
@@ -171,6 +171,16 @@ func newRunModel(f *history.Full) *runModel {
 		m.Attempts = append(m.Attempts, row)
 	}
 	return m
+}
+
+// replayNote says why an effect shows replays: its key was sent again
+// and the journal answered, the world did not act again.
+func replayNote(n int) string {
+	times := "once"
+	if n > 1 {
+		times = fmt.Sprintf("%d times", n)
+	}
+	return "replayed " + times + ": the same key was sent again (say, after a network cut lost the first reply) and answered from the journal, not executed again"
 }
 
 // llmSoFar counts a live run's LLM exchanges, for a report before its

@@ -112,7 +112,8 @@ var _ = Describe("a run's reports", func() {
 		Expect(page).NotTo(MatchRegexp(`(?i)(src|href)\s*=\s*["']?\s*(https?:)?//`), "self-contained: no external assets")
 		Expect(page).NotTo(ContainSubstring("<script"))
 		Expect(page).To(ContainSubstring("&lt;on&gt;"), "text is escaped")
-		for _, want := range []string{"restart: attempt 2", "kill@step:2", "cloud.deploy_service", "Reflection r1", "The gate", "rate_limit_exceeded", "overnight run deploy-v2 --seed 7 --fault kill@step:2 --fault api-version:v2@step:3"} {
+		for _, want := range []string{"restart: attempt 2", "kill@step:2", "cloud.deploy_service", "Reflection r1", "The gate", "rate_limit_exceeded", "overnight run deploy-v2 --seed 7 --fault kill@step:2 --fault api-version:v2@step:3",
+			"replayed once: the same key was sent again (say, after a network cut lost the first reply) and answered from the journal, not executed again"} {
 			Expect(page).To(ContainSubstring(want))
 		}
 		var decoded history.Result
