@@ -135,7 +135,7 @@ var _ = Describe("overnight serve", func() {
 		}, time.Minute, 20*time.Millisecond).Should(Succeed())
 		code, page := fetch(ctx, base+"/runs/"+live)
 		Expect(code).To(Equal(200))
-		Expect(page).To(ContainSubstring("through its control socket"), "read from the process that owns the state dir")
+		Expect(page).To(ContainSubstring("a run is live"), "read from the process that owns the state dir, and the header says so")
 		Expect(page).To(ContainSubstring(`http-equiv="refresh"`), "a live run's page reloads itself")
 		Expect(page).To(ContainSubstring("no verdict yet (running)"))
 
@@ -147,7 +147,7 @@ var _ = Describe("overnight serve", func() {
 
 		Eventually(func(g Gomega) {
 			_, page := fetch(ctx, base+"/runs/"+live)
-			g.Expect(page).To(ContainSubstring("the state dir is free"))
+			g.Expect(page).To(ContainSubstring("no run is live"))
 			g.Expect(page).To(ContainSubstring(`Verdict: <b class="pass">PASS</b>`))
 			g.Expect(page).NotTo(ContainSubstring(`http-equiv="refresh"`))
 		}, 10*time.Second, 100*time.Millisecond).Should(Succeed())

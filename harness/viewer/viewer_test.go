@@ -99,6 +99,8 @@ var _ = Describe("the viewer", func() {
 		Expect(body).NotTo(MatchRegexp(externalRef.String()))
 		Expect(body).NotTo(ContainSubstring("<script"))
 		Expect(body).NotTo(ContainSubstring(`http-equiv="refresh"`), "a finished run's page does not reload")
+		Expect(body).To(MatchRegexp(`<span class="muted">read-only view of [^<]+ · no run is live: each page shows the state dir as it is when you load it</span>`))
+		Expect(body).NotTo(ContainSubstring("journal for the moment"), "no internal language in the header")
 
 		code, body = get(srv, "/runs/"+detailed+"/report.html")
 		Expect(code).To(Equal(200))
@@ -154,7 +156,7 @@ var _ = Describe("the viewer beside a process that owns the state dir", func() {
 		srv := serve(dir)
 
 		_, body := get(srv, "/runs")
-		Expect(body).To(ContainSubstring("owned by a live process: read through its control socket"))
+		Expect(body).To(ContainSubstring("read-only view of "+dir+" · a run is live"), "the header says, for a person, that what it shows may change")
 		Expect(body).To(ContainSubstring("(20 in the state dir)"))
 
 		// The owner writes more runs, and rewrites one: its index reads
@@ -172,7 +174,7 @@ var _ = Describe("the viewer beside a process that owns the state dir", func() {
 
 		Expect(h.Close()).To(Succeed())
 		_, body = get(srv, "/runs")
-		Expect(body).To(ContainSubstring("the state dir is free"), "the owner left: the viewer reads the journal")
+		Expect(body).To(ContainSubstring("read-only view of "+dir+" · no run is live"), "the owner left: the viewer reads the journal")
 		Expect(body).To(ContainSubstring("(25 in the state dir)"))
 	})
 
