@@ -120,6 +120,8 @@ var _ = Describe("the viewer", func() {
 		_, body := get(srv, "/reflections")
 		Expect(body).To(ContainSubstring(`<a href="/runs/` + detailed + `">`))
 		Expect(body).To(ContainSubstring("Send the api_key."))
+		Expect(body).To(ContainSubstring("<th>failure came back?</th>"))
+		Expect(body).To(ContainSubstring("<td>in 1 of 1 replays</td>"), "what the replays answered, not how many there were")
 		_, body = get(srv, "/suites")
 		Expect(body).To(ContainSubstring(`<a href="/suites/suite-fixture">suite-fixture</a>`))
 		code, body := get(srv, "/suites/suite-fixture")
