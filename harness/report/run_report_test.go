@@ -3,6 +3,7 @@ package report_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	stdhtml "html"
 	"html/template"
 	"regexp"
@@ -180,6 +181,26 @@ var _ = Describe("a run's timeline", func() {
 		}
 		Expect(svg).NotTo(ContainSubstring(timeline.ToneMeanings["hold"]), "the legend names only the colours the timeline uses")
 		Expect(svg).To(ContainSubstring("wall-clock time since the run started"))
+	})
+
+	It("stacks the bars that overlap in time, a reflection's replays run side by side, each with its label on it", func() {
+		var marks []timeline.Mark
+		for i := range 3 {
+			marks = append(marks, timeline.Mark{Lane: "reflection", At: int64(1000 + 10*i), End: int64(4000 - 100*i), Label: fmt.Sprintf("r1 replay %d/3: fail", i+1), Tone: "bad", Short: fmt.Sprintf("r1 replay %d/3", i+1)})
+		}
+		marks = append(marks, timeline.Mark{Lane: "reflection", At: 4500, End: 6000, Label: "r1 verification: pass", Tone: "ok", Short: "r1 verification"})
+		svg := string(timeline.SVG(marks))
+		bars := regexp.MustCompile(`<rect x="[\d.]+" y="(\d+)" width="[\d.]+" height="(\d+)" fill="#[0-9a-f]+" opacity="0.55"><title>`).FindAllStringSubmatch(svg, -1)
+		Expect(bars).To(HaveLen(4))
+		ys := map[string]bool{}
+		for _, b := range bars[:3] {
+			ys[b[1]] = true
+		}
+		Expect(ys).To(HaveLen(3), "the three replays overlap in time: each on a line of its own")
+		Expect(bars[3][1]).To(Equal(bars[0][1]), "the verification, after them, takes the first line again")
+		for _, label := range []string{"r1 replay 1/3", "r1 replay 2/3", "r1 replay 3/3", "r1 verification"} {
+			Expect(svg).To(MatchRegexp(`<text [^>]*>`+regexp.QuoteMeta(label)+`</text>`), label)
+		}
 	})
 
 	It("draws only the lanes that have something: no reflection or gate rows for a run without either", func() {
