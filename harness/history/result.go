@@ -188,7 +188,7 @@ func (res *Result) WriteText(w io.Writer) error {
 	fmt.Fprintf(&b, "effects: %d executed, %d deduplicated, %d duplicates, %d unknown, %d unkeyed\n",
 		e.Executed, e.Deduplicated, e.Duplicates, e.Unknown, e.Unkeyed)
 	for _, r := range res.Reflections {
-		fmt.Fprintf(&b, "reflection %s: %s — %s (replays: %d of %d reproduced it)\n", r.ID, r.Decision, r.Reason, r.Reproduced.Failed, r.Reproduced.Runs)
+		fmt.Fprintf(&b, "reflection %s: %s — %s (the failure came back in %d of %d replays)\n", r.ID, r.Decision, r.Reason, r.Reproduced.Failed, r.Reproduced.Runs)
 	}
 	if g := res.Gate; g != nil {
 		fmt.Fprintf(&b, "gate: %d held, %d released, %d approved, %d denied\n", g.Held, g.Released, g.Approved, g.Denied)

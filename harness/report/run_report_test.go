@@ -45,6 +45,8 @@ func runFixture() *history.Full {
 			{Kind: "api-version", Spec: "api-version:v2@step:3", At: "step:3", Applied: true, AppliedVirtualMS: &changedMS, Attempt: 2, Met: true, MetDetail: "an effect was refused under v2"},
 			{Kind: "blackhole", Spec: "blackhole@t:1h/5m", At: "t:1h", From: "blackhole@every:1h/5m"},
 		},
+		Reflections: []history.Reflection{{ID: "r1", Trigger: "effect_refused: the world refused cloud.deploy_service (unauthorized)", Checkpoint: 3,
+			Reproduced: history.Reproduced{Runs: 1, Failed: 1}, Decision: history.DecisionVerify, Reason: "lesson verified in isolation"}},
 		WallMS: 7000, VirtualMS: (4*24*time.Hour + 2*time.Hour).Milliseconds(), HistoryDigest: "5ca1ab1e"}
 	rec := history.RunRecord{ID: res.RunID, Scenario: "deploy-v2", Source: "builtin:deploy-v2", Seed: 7, Faults: []string{"kill@step:2", "api-version:v2@step:3"},
 		Status: history.StatusFinished, Verdict: "pass", Reason: res.Reason, StartedAt: start, EndedAt: ms(7000), Attempts: 3, VirtualStart: virtual, Result: res}
@@ -129,6 +131,7 @@ var _ = Describe("a run's reports", func() {
 		golden("run.txt", text.Bytes())
 		Expect(report.RunHTML(&html, f, report.RunOptions{})).To(Succeed())
 		Expect(report.RunMarkdown(&md, f)).To(Succeed())
+		Expect(text.String()).To(ContainSubstring("(the failure came back in 1 of 1 replays)"))
 		for name, out := range map[string]string{"text": text.String(), "html": stdhtml.UnescapeString(html.String()), "markdown": md.String()} {
 			Expect(out).To(ContainSubstring("+3d11h43m virtual"), "%s: the API change's instant", name)
 			Expect(out).To(ContainSubstring("4d2h virtual"), "%s: the run's virtual length", name)
