@@ -76,12 +76,7 @@ func nightlySuite() *suite.Result {
 	extra.Seed, extra.RunID, extra.Counted, extra.FromCorpus, extra.Verdict = 42, "20261202-015959-00002a", false, true, history.VerdictFail
 	res.Runs = append([]suite.RunResult{extra}, res.Runs...)
 	res.Corpus = &suite.CorpusSummary{Rerun: 9, StillFail: 9, Added: 7}
-	res.Tally()
-	q, err := suite.ParseRequirement("pass^3>=0.9 && unknown==0")
-	Expect(err).NotTo(HaveOccurred())
-	j := q.Judge(res)
-	res.Requirement = &j
-	return res
+	return judged(res, "pass^3>=0.9 && unknown==0")
 }
 
 // nightlyRun is the run fixture with what a CI's run carries: a scenario

@@ -68,8 +68,14 @@ func fixture() *suite.Result {
 	res.Runs = append(res.Runs, bad, errRun, run("naive", 3, "pass", "the agent reported done; all 4 invariants hold"), corpus)
 	res.Errors = []string{"deploy/naive/2: cannot reach the Docker engine"}
 	res.Corpus = &suite.CorpusSummary{Rerun: 1, StillFail: 1, Added: 3}
+	return judged(res, "pass^2>=0.5 && unknown==0")
+}
+
+// judged tallies res and judges it by the requirement expr.
+func judged(res *suite.Result, expr string) *suite.Result {
+	GinkgoHelper()
 	res.Tally()
-	q, err := suite.ParseRequirement("pass^2>=0.5 && unknown==0")
+	q, err := suite.ParseRequirement(expr)
 	Expect(err).NotTo(HaveOccurred())
 	j := q.Judge(res)
 	res.Requirement = &j
