@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/overnight-dev/overnight/chaos"
+	"github.com/overnight-dev/overnight/harness/history"
 )
 
 // quantum is how long no agent request may be in flight before virtual time
@@ -172,6 +173,6 @@ func (r *run) holdDown(ctx context.Context) error {
 	if until.IsZero() || !until.After(r.clock.now) {
 		return nil
 	}
-	r.progress("agent down until +%s virtual", chaos.FormatDuration(until.Sub(r.clock.start)))
+	r.progress("agent down until %s virtual", history.VirtualInstant(until.Sub(r.clock.start)))
 	return r.clock.advanceTo(context.WithoutCancel(ctx), until, &r.faults, nil)
 }

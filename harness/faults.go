@@ -164,7 +164,7 @@ func (e *faultEngine) fire(ctx context.Context, f *faultState) {
 	}
 	e.save(ctx, f)
 	// Said once the fault acts and what it did is durable.
-	e.host.progress("fault %s applied at +%s virtual (attempt %d)", f.rec.Spec, chaos.FormatDuration(now.Sub(e.host.virtualStart())), f.rec.AppliedAttempt)
+	e.host.progress("fault %s applied at %s virtual (attempt %d)", f.rec.Spec, history.VirtualInstant(now.Sub(e.host.virtualStart())), f.rec.AppliedAttempt)
 }
 
 // injectFailed records that f fired but could not act: it tested nothing.
@@ -211,7 +211,7 @@ func (e *faultEngine) heal(ctx context.Context, f *faultState) {
 	}
 	e.save(ctx, f)
 	e.host.event(ctx, "harness.heal", fmt.Sprintf("fault %s healed", f.rec.Spec), map[string]any{"fault": f.rec.Spec})
-	e.host.progress("fault %s healed at +%s virtual", f.rec.Spec, chaos.FormatDuration(e.host.virtualNow().Sub(e.host.virtualStart())))
+	e.host.progress("fault %s healed at %s virtual", f.rec.Spec, history.VirtualInstant(e.host.virtualNow().Sub(e.host.virtualStart())))
 }
 
 // undo makes f stop acting physically (a thawed container, a healed link).

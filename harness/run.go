@@ -151,7 +151,7 @@ func (r *run) acting(c gateway.Caller) error {
 	}
 	if r.clock.reached() {
 		return gateway.Errorf(http.StatusConflict, protocol.CodeRunEnded,
-			"run %s reached its virtual horizon (%s): no more effects, checkpoints or sleeps are accepted", r.rec.ID, r.clock.span())
+			"run %s reached its virtual horizon (%s): no more effects, checkpoints or sleeps are accepted", r.rec.ID, history.VirtualSpan(r.clock.span()))
 	}
 	if why := r.llm.ending(); why != "" {
 		return gateway.Errorf(http.StatusConflict, protocol.CodeRunEnded, "run %s is ending: %s", r.rec.ID, why)

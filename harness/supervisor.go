@@ -232,7 +232,7 @@ func (r *run) supervise(ctx context.Context, spec sandboxPlan) (endState, error)
 			return endState{reason: doneReason(done)}, nil
 		}
 		if r.clock.reached() {
-			return endState{limit: true, reason: fmt.Sprintf("virtual horizon reached (%s of virtual time) before the agent finished", r.clock.span())}, nil
+			return endState{limit: true, reason: fmt.Sprintf("virtual horizon reached (%s of virtual time) before the agent finished", history.VirtualSpan(r.clock.span()))}, nil
 		}
 		if loop {
 			return endState{limit: true, reason: loopReason}, nil

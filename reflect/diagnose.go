@@ -193,7 +193,7 @@ func versionBefore(run *history.Run, e *history.EffectRecord) (versionEvent, boo
 				Version string `json:"version"`
 			}
 			_ = json.Unmarshal(l.Args, &a)
-			found, ok = versionEvent{a.Version, l.At.Sub(run.Record.VirtualStart).String() + " virtual"}, true
+			found, ok = versionEvent{a.Version, "at " + history.VirtualSince(run.Record.VirtualStart, l.At) + " virtual"}, true
 		}
 	}
 	return found, ok

@@ -104,16 +104,10 @@ func writeReflectionMarkdown(b *strings.Builder, r history.ReflectionRecord) {
 	}
 	fmt.Fprintf(b, "\n**Where the run stood.** Last good checkpoint seq %d; the failing attempt started from checkpoint %d; the real world's ledger at entry %d.\n\n", r.Checkpoint, r.StartCheckpoint, r.WorldSeq)
 	if len(r.Replays) > 0 {
-		failed := 0
-		for _, rp := range r.Replays {
-			if rp.Reproduced {
-				failed++
-			}
-		}
-		fmt.Fprintf(b, "**Replays in isolation.** %d of %d reproduced the failure (%s).\n\n", failed, len(r.Replays), reproducedWord(failed, len(r.Replays)))
-		b.WriteString("| replay | run | verdict | reproduced | detail |\n| --- | --- | --- | --- | --- |\n")
+		fmt.Fprintf(b, "**Replays in isolation.** %s %s\n\n", replaysSummary(r.Replays), replaysExplained)
+		b.WriteString("| replay | isolated run | failure came back? | the replay's own verdict | detail |\n| --- | --- | --- | --- | --- |\n")
 		for i, rp := range r.Replays {
-			fmt.Fprintf(b, "| %d | %s | %s | %v | %s |\n", i+1, rp.RunID, rp.Verdict, rp.Reproduced, cell(rp.Detail))
+			fmt.Fprintf(b, "| %d | %s | %s | %s | %s |\n", i+1, rp.RunID, yesNo(rp.Reproduced), orNone(rp.Verdict), cell(rp.Detail))
 		}
 		b.WriteString("\n")
 	}
@@ -127,7 +121,7 @@ func writeReflectionMarkdown(b *strings.Builder, r history.ReflectionRecord) {
 		fmt.Fprintf(b, "**Diagnosis.** `%s`: %s\n\nEvidence: `%s`\n\n", d.Class, d.Detail, d.Evidence)
 	}
 	if c := r.Counterfactual; c != nil {
-		fmt.Fprintf(b, "**Counterfactual** (the same re-run without the run's faults, run %s): %s; the failure %s.\n\n", c.RunID, c.Verdict, map[bool]string{true: "came back", false: "did not come back"}[c.Reproduced])
+		fmt.Fprintf(b, "**Counterfactual** (the same re-run without the run's faults, run %s): %s (its own verdict: %s).\n\n", c.RunID, cameBack(c.Reproduced), orNone(c.Verdict))
 	}
 	if len(r.Remembered) > 0 {
 		b.WriteString("**Remembered lessons** the failing attempt was handed, verified against this run's world before any new lesson was drawn:\n\n")
@@ -142,7 +136,7 @@ func writeReflectionMarkdown(b *strings.Builder, r history.ReflectionRecord) {
 		if r.FromMemory {
 			from = ", remembered from an earlier run"
 		}
-		fmt.Fprintf(b, "**Lesson** %s%s (written by %s):\n\n> %s\n\n", l.ID, from, l.By, l.Text)
+		fmt.Fprintf(b, "**Lesson** %s%s, %s:\n\n> %s\n\n", l.ID, from, lessonAuthor(l.By), l.Text)
 	}
 	if v := r.Verification; v != nil {
 		stale := ""
@@ -167,14 +161,64 @@ func decisionText(r history.ReflectionRecord) string {
 	return "deciding (stage " + r.Stage + ")"
 }
 
-func reproducedWord(failed, runs int) string {
-	switch {
-	case failed == runs:
-		return "deterministic"
-	case failed == 0:
-		return "not reproduced"
+// replaysExplained says what a replay's two answers are.
+const replaysExplained = "Each replay re-runs the failing attempt in isolation: from its checkpoint, on a copy of the world as it stood then, with the same faults. " +
+	"\"Failure came back?\" is whether the failure that opened the reflection happened again; " +
+	"the replay's own verdict is the isolated run judged as any run is (it can pass when the agent got past the failure within it)."
+
+// replaysSummary says how often the failure came back in replays, and
+// what that makes it: "The failure came back in 3 of 3 (deterministic)."
+func replaysSummary(replays []history.ReplayRecord) string {
+	back := 0
+	for _, rp := range replays {
+		if rp.Reproduced {
+			back++
+		}
 	}
-	return "flaky"
+	word := "flaky"
+	switch back {
+	case len(replays):
+		word = "deterministic"
+	case 0:
+		word = "not reproduced"
+	}
+	return fmt.Sprintf("The failure came back in %d of %d (%s).", back, len(replays), word)
+}
+
+// cameBack says whether a re-run brought the failure back.
+func cameBack(reproduced bool) string {
+	if reproduced {
+		return "the failure came back"
+	}
+	return "the failure did not come back"
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+// lessonAuthor says who wrote a lesson, in plain words, from its By as
+// the reflection recorded it: "drawn from the diagnosis (no model)",
+// "written by the scripted model (a test double, not a real model)",
+// "written by model openai:gpt-4o-mini".
+func lessonAuthor(by string) string {
+	switch {
+	case by == "":
+		return "its author not recorded"
+	case by == "deterministic":
+		return "drawn from the diagnosis (no model)"
+	case strings.HasPrefix(by, "deterministic ("):
+		// "deterministic (the model could not write it: ...)"
+		return "drawn from the diagnosis " + strings.TrimPrefix(by, "deterministic ")
+	case strings.HasPrefix(by, "the scripted model"):
+		return "written by the scripted model (a test double, not a real model)"
+	case strings.HasPrefix(by, "model "), strings.HasPrefix(by, "model:"):
+		return "written by model " + by[len("model "):]
+	}
+	return "written by " + by
 }
 
 // cell makes text safe inside a Markdown table cell.

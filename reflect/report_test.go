@@ -34,10 +34,10 @@ func fixture() *reflect.Report {
 			Checkpoint: 3, WorldSeq: 5,
 			Replays: []history.ReplayRecord{
 				{RunID: "20261201-120001-000001", Verdict: "fail", Reproduced: true, Detail: "cloud.deploy_service refused again (unauthorized)"},
-				{RunID: "20261201-120001-000002", Verdict: "fail", Reproduced: true, Detail: "cloud.deploy_service refused again (unauthorized)"},
+				{RunID: "20261201-120001-000002", Verdict: "pass", Reproduced: true, Detail: "cloud.deploy_service refused again (unauthorized); the agent got past it"},
 				{RunID: "20261201-120001-000003", Verdict: "fail", Reproduced: true, Detail: "cloud.deploy_service refused again (unauthorized) | a pipe"},
 			},
-			Diagnosis: &history.Diagnosis{Class: "api_contract_change", Detail: "the world's API changed to v2 before cloud.deploy_service, which it refused",
+			Diagnosis: &history.Diagnosis{Class: "api_contract_change", Detail: "the world's API changed to v2 (at +3d11h43m virtual) before cloud.deploy_service, which it refused: api_key is required (unauthorized)",
 				Evidence: json.RawMessage(`{"api_version":"v2","error":{"code":"unauthorized"}}`)},
 			Counterfactual: &history.ReplayRecord{RunID: "20261201-120002-000004", Verdict: "pass"},
 			Lesson:         &history.Lesson{ID: "lesson-20261201-120000-abcdef-r1", Text: "Read each refusal's details <and> correct the request.", Class: "api_contract_change", By: "the scripted model"},
@@ -67,13 +67,13 @@ func fixture() *reflect.Report {
 				Reason: "released: reflection r1 verified lesson lesson-20261201-120000-abcdef-r1", Reflection: "r1", By: "gate", Since: at, At: at},
 		},
 		Timeline: []timeline.Mark{
-			{Lane: "attempts", At: 0, End: 1800, Label: "attempt 1: exited", Tone: "ok"},
-			{Lane: "faults", At: 900, Label: "api-version:v2@step:3", Tone: "bad"},
+			{Lane: "attempts", At: 0, End: 1800, Label: "attempt 1: exited", Tone: "ok", Short: "attempt 1"},
+			{Lane: "faults", At: 900, Label: "api-version:v2@step:3", Tone: "bad", Short: "api-version:v2@step:3"},
 			{Lane: "effects", At: 1000, Label: "step-4/0 cloud.deploy_service: failed", Tone: "bad"},
-			{Lane: "reflection", At: 1100, End: 3500, Label: "replay 1 of 3 of reflection r1: fail", Tone: "bad"},
-			{Lane: "reflection", At: 4900, Label: "r1 verified", Tone: "ok"},
-			{Lane: "attempts", At: 5000, End: 6500, Label: "attempt 2: exited", Tone: "ok"},
-			{Lane: "gate", At: 5600, Label: "step-4/3 cloud.deploy_service: released", Tone: "ok"},
+			{Lane: "reflection", At: 1100, End: 3500, Label: "r1 replay 1/3: fail", Tone: "bad", Short: "r1 replay 1/3"},
+			{Lane: "reflection", At: 4900, Label: "r1 verified", Tone: "ok", Short: "r1 verified"},
+			{Lane: "attempts", At: 5000, End: 6500, Label: "attempt 2: exited", Tone: "ok", Short: "attempt 2"},
+			{Lane: "gate", At: 5600, Label: "step-4/3 cloud.deploy_service: released", Tone: "ok", Short: "released"},
 			{Lane: "steps", At: 6400, Label: "step 5 (attempt 2)", Tone: "ok"},
 		},
 	}
@@ -104,5 +104,34 @@ var _ = Describe("the reflection report", func() {
 		Expect(html.String()).NotTo(MatchRegexp(`(src|href)="https?:`), "self-contained: no external assets")
 		Expect(html.String()).To(ContainSubstring("&lt;and&gt;"), "text is escaped")
 		Expect(html.String()).To(ContainSubstring("<svg"))
+	})
+
+	It("says who wrote the lesson in plain words", func() {
+		for by, want := range map[string]string{
+			"deterministic": "drawn from the diagnosis (no model)",
+			"deterministic (the model could not write it: timeout)":                                             "drawn from the diagnosis (the model could not write it: timeout)",
+			"the scripted model (a deterministic test double driven by the scenario's rules, not a real model)": "written by the scripted model (a test double, not a real model)",
+			"model openai:gpt-4o-mini": "written by model openai:gpt-4o-mini",
+		} {
+			rep := fixture()
+			rep.Reflections[0].Lesson.By = by
+			var md, html bytes.Buffer
+			Expect(rep.WriteMarkdown(&md)).To(Succeed())
+			Expect(rep.WriteHTML(&html)).To(Succeed())
+			Expect(md.String()).To(ContainSubstring("**Lesson** lesson-20261201-120000-abcdef-r1, "+want+":"), by)
+			Expect(html.String()).To(ContainSubstring("<b>Lesson</b> lesson-20261201-120000-abcdef-r1, "+want+":"), by)
+			Expect(md.String() + html.String()).NotTo(ContainSubstring("written by deterministic"))
+		}
+	})
+
+	It("labels what each replay answers: whether the failure came back, and the replay's own verdict", func() {
+		var md, html bytes.Buffer
+		Expect(fixture().WriteMarkdown(&md)).To(Succeed())
+		Expect(fixture().WriteHTML(&html)).To(Succeed())
+		Expect(md.String()).To(ContainSubstring("| replay | isolated run | failure came back? | the replay's own verdict | detail |"))
+		Expect(md.String()).To(ContainSubstring("| 2 | 20261201-120001-000002 | yes | pass |"), "the failure came back, and the replay passed on its own")
+		Expect(html.String()).To(ContainSubstring(`<tr><td class="n">2</td><td>20261201-120001-000002</td><td class="fail">yes</td><td class="pass">pass</td>`))
+		Expect(md.String()).To(ContainSubstring("The failure came back in 3 of 3 (deterministic)."))
+		Expect(md.String()+html.String()).NotTo(MatchRegexp(`reproduced: (true|false)|\| (true|false) \|`), "no bare booleans")
 	})
 })

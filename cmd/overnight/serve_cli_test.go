@@ -135,7 +135,7 @@ var _ = Describe("overnight serve", func() {
 		}, time.Minute, 20*time.Millisecond).Should(Succeed())
 		code, page := fetch(ctx, base+"/runs/"+live)
 		Expect(code).To(Equal(200))
-		Expect(page).To(ContainSubstring("through its control socket"), "read from the process that owns the state dir")
+		Expect(page).To(ContainSubstring("a run is live"), "read from the process that owns the state dir, and the header says so")
 		Expect(page).To(ContainSubstring(`http-equiv="refresh"`), "a live run's page reloads itself")
 		Expect(page).To(ContainSubstring("no verdict yet (running)"))
 
@@ -147,7 +147,7 @@ var _ = Describe("overnight serve", func() {
 
 		Eventually(func(g Gomega) {
 			_, page := fetch(ctx, base+"/runs/"+live)
-			g.Expect(page).To(ContainSubstring("the state dir is free"))
+			g.Expect(page).To(ContainSubstring("no run is live"))
 			g.Expect(page).To(ContainSubstring(`Verdict: <b class="pass">PASS</b>`))
 			g.Expect(page).NotTo(ContainSubstring(`http-equiv="refresh"`))
 		}, 10*time.Second, 100*time.Millisecond).Should(Succeed())
@@ -155,7 +155,7 @@ var _ = Describe("overnight serve", func() {
 	}, SpecTimeout(4*time.Minute))
 
 	It("renders in headless Chromium: the runs list, and a run's page with its timeline drawn", func(ctx SpecContext) {
-		browser := chromium(ctx)
+		browser := harnesstest.Chromium(ctx, GinkgoT())
 		state := stateDir()
 		o := overnight(ctx, state, nil, "run", "deploy", "--seed", "3", "--fault", "kill@step:2", "--output", "json", "-q")
 		Expect(o.code).To(Equal(0), o.stderr)
@@ -163,17 +163,17 @@ var _ = Describe("overnight serve", func() {
 		base := startServe(ctx, state)
 		dir := GinkgoT().TempDir()
 
-		list := headless(ctx, browser, dir, "--dump-dom", base+"/runs")
+		list := harnesstest.Headless(ctx, GinkgoT(), browser, dir, "--dump-dom", base+"/runs")
 		Expect(list).To(ContainSubstring(`<a href="/runs/` + res.RunID + `">`))
 		Expect(list).To(ContainSubstring(`<td class="pass">pass</td>`))
 
-		dom := headless(ctx, browser, dir, "--dump-dom", base+"/runs/"+res.RunID)
+		dom := harnesstest.Headless(ctx, GinkgoT(), browser, dir, "--dump-dom", base+"/runs/"+res.RunID)
 		Expect(dom).To(ContainSubstring(`aria-label="timeline of the run"`), "the SVG is in the DOM")
 		Expect(strings.Count(dom, "<circle")).To(BeNumerically(">=", 6), "the steps, effects and the fault are drawn")
 		Expect(dom).To(ContainSubstring("restart: attempt 2"))
 
 		shot := filepath.Join(dir, "run.png")
-		headless(ctx, browser, dir, "--window-size=1200,1400", "--screenshot="+shot, base+"/runs/"+res.RunID)
+		harnesstest.Headless(ctx, GinkgoT(), browser, dir, "--window-size=1200,1400", "--screenshot="+shot, base+"/runs/"+res.RunID)
 		f, err := os.Open(shot)
 		Expect(err).NotTo(HaveOccurred())
 		defer f.Close()
@@ -185,51 +185,6 @@ var _ = Describe("overnight serve", func() {
 		Expect(countColour(img, region, timeline.Tones["bad"])).To(BeNumerically(">", 20), "the red mark of the kill in the timeline's region %v", region)
 	}, SpecTimeout(10*time.Minute))
 })
-
-// chromium returns Debian's chromium, installing it when it is missing and
-// this is root (as CI is); without root it skips, saying why.
-func chromium(ctx context.Context) string {
-	GinkgoHelper()
-	if path, err := exec.LookPath("chromium"); err == nil {
-		return path
-	}
-	if os.Geteuid() != 0 {
-		Skip("the browser test needs Debian's chromium: it is not installed, and installing it (apt-get install chromium) needs root")
-	}
-	Expect(harnesstest.AptInstall(ctx, "chromium")).To(Succeed())
-	path, err := exec.LookPath("chromium")
-	Expect(err).NotTo(HaveOccurred(), "chromium installed, yet not on PATH")
-	return path
-}
-
-// headless runs chromium headless on url with args, in its own process
-// group (killed whole afterwards: the browser's helpers go with it), and
-// returns its stdout.
-func headless(ctx context.Context, browser, dir string, args ...string) string {
-	GinkgoHelper()
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	args = append([]string{"--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--no-first-run",
-		"--user-data-dir=" + filepath.Join(dir, "profile"), "--virtual-time-budget=5000"}, args...)
-	cmd := exec.Command(browser, args...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	Expect(cmd.Start()).To(Succeed())
-	pgid := cmd.Process.Pid
-	defer func() { _ = syscall.Kill(-pgid, syscall.SIGKILL) }()
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		Expect(err).NotTo(HaveOccurred(), "chromium %v: %s", args, errb.String())
-	case <-ctx.Done():
-		_ = syscall.Kill(-pgid, syscall.SIGKILL)
-		<-done
-		Fail(fmt.Sprintf("chromium %v did not finish: %s", args, errb.String()))
-	}
-	return out.String()
-}
 
 // timelineRegion finds the timeline in a screenshot: the bounding box of
 // its panel's colour (timeline.Background), which nothing else of the page

@@ -66,8 +66,11 @@ type Lesson struct {
 	Text     string          `json:"text"`
 	Class    string          `json:"class"` // the diagnosis class it answers
 	Evidence json.RawMessage `json:"evidence,omitempty"`
-	// By says who wrote the text: "model:<provider>:<name>", or
-	// "deterministic" (from the diagnosis, when the run has no model).
+	// By says who wrote the text, as the reflection recorded it: "model
+	// PROVIDER:NAME", "the scripted model (…)" (the offline test double),
+	// "deterministic" (drawn from the diagnosis: the run has no model) or
+	// "deterministic (the model could not write it: …)". The reports say
+	// it in plain words.
 	By string `json:"by"`
 }
 

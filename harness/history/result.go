@@ -172,7 +172,7 @@ func (res *Result) WriteText(w io.Writer) error {
 	fmt.Fprintf(&b, "run %s: scenario %s%s, seed %d\n", res.RunID, res.Scenario, agent, res.Seed)
 	fmt.Fprintf(&b, "verdict: %s (%s)\n", strings.ToUpper(res.Verdict), res.Reason)
 	fmt.Fprintf(&b, "attempts: %d   steps completed: %d   agent's claim: %s\n", res.Attempts, res.StepsCompleted, res.Outcome)
-	fmt.Fprintf(&b, "time: %s wall, %s virtual\n", time.Duration(res.WallMS)*time.Millisecond, time.Duration(res.VirtualMS)*time.Millisecond)
+	fmt.Fprintf(&b, "time: %s wall, %s virtual\n", time.Duration(res.WallMS)*time.Millisecond, VirtualSpan(time.Duration(res.VirtualMS)*time.Millisecond))
 	if len(res.Faults) == 0 {
 		b.WriteString("faults: none\n")
 	} else {
@@ -181,7 +181,7 @@ func (res *Result) WriteText(w io.Writer) error {
 		for _, f := range res.Faults {
 			state := "never fired"
 			if f.Applied && f.AppliedVirtualMS != nil {
-				state = fmt.Sprintf("fired at +%s virtual, in attempt %d", time.Duration(*f.AppliedVirtualMS)*time.Millisecond, f.Attempt)
+				state = fmt.Sprintf("fired at %s virtual, in attempt %d", VirtualInstant(time.Duration(*f.AppliedVirtualMS)*time.Millisecond), f.Attempt)
 			}
 			fmt.Fprintf(tw, "  %s\t%s\n", f.Spec, state)
 		}
@@ -199,7 +199,7 @@ func (res *Result) WriteText(w io.Writer) error {
 	fmt.Fprintf(&b, "effects: %d executed, %d deduplicated, %s, %d unknown, %d unkeyed\n",
 		e.Executed, e.Deduplicated, Count(e.Duplicates, "duplicate"), e.Unknown, e.Unkeyed)
 	for _, r := range res.Reflections {
-		replays := fmt.Sprintf("replays: %d of %d reproduced it", r.Reproduced.Failed, r.Reproduced.Runs)
+		replays := fmt.Sprintf("the failure came back in %d of %d replays", r.Reproduced.Failed, r.Reproduced.Runs)
 		if r.ReplaysSkipped != "" {
 			replays = "no replays: the journal alone showed the diagnosis"
 		}

@@ -9,7 +9,9 @@ import (
 
 // Style is the stylesheet of overnight's HTML pages — the run and suite
 // reports and the viewer (overnight serve) — inlined in each page, so
-// that a page needs nothing but itself.
+// that a page needs nothing but itself. A command (div.cmd, its code) is
+// laid out on one line that scrolls inside its own box: it never wraps
+// inside a flag, and never widens the page.
 const Style template.CSS = `body{font-family:system-ui,sans-serif;max-width:1100px;margin:1.5em auto;padding:0 1em;color:#222;line-height:1.45}
 h1{font-size:1.5em;margin-bottom:.3em}h2{font-size:1.2em;margin-top:1.6em;border-bottom:1px solid #eee}h3{font-size:1em}
 table{border-collapse:collapse;margin:.5em 0 1em;font-size:.92em}td,th{border:1px solid #ccc;padding:.2em .5em;text-align:left;vertical-align:top}
@@ -20,7 +22,10 @@ dl.facts{display:grid;grid-template-columns:max-content 1fr;gap:.15em 1em}dl.fac
 .pass,.ok{color:#2e7d32}.fail,.bad{color:#c62828}.unknown,.hold{color:#ef6c00}.muted{color:#666}
 nav{border-bottom:1px solid #ddd;padding:.4em 0;margin-bottom:1em}nav a{margin-right:1.2em}
 form.filters{display:flex;flex-wrap:wrap;gap:.6em;align-items:end;margin:.5em 0}form.filters label{display:flex;flex-direction:column;font-size:.85em}
-details{margin:.3em 0}summary{cursor:pointer}`
+details{margin:.3em 0}summary{cursor:pointer}
+td.name{white-space:normal;overflow-wrap:break-word}td.id,code.spec{white-space:nowrap}
+div.cmd{display:flex;gap:.6em;align-items:baseline;width:0;min-width:100%}div.cmd code{flex:1;min-width:0;white-space:pre;word-break:normal;overflow-x:auto}
+tr.cmd td{border-top:hidden;padding-top:0}`
 
 // pageHTML is a self-contained page: the stylesheet inlined, no script, no
 // external asset.

@@ -62,10 +62,11 @@ type (
 // JUnit writes a suite's result as JUnit XML: a testsuite per scenario and
 // agent (named "scenario/agent", with pass^k and pass@k as properties), a
 // testcase per seed (classname "overnight.scenario.agent", name "seed N",
-// time in seconds); a run that failed has a failure (message: the verdict's
-// reason; body: the invariants that failed, the faults, the reproducing
-// command), one the harness could not run an error, an unknown one is
-// skipped. Corpus cases outside the suite's seeds are a testsuite of their
+// time in seconds; its system-out names the run, its faults — the
+// schedule as run, a drawn fault as drawn — and the reproducing command); a
+// run that failed has a failure (message: the verdict's reason; body: the
+// invariants that failed, the faults, the reproducing command), one the
+// harness could not run an error, an unknown one is skipped. Corpus cases outside the suite's seeds are a testsuite of their
 // own, "corpus"; the requirement, when there is one, is a testsuite
 // "requirement" with a testcase per clause.
 func JUnit(w io.Writer, res *suite.Result) error {
@@ -161,8 +162,11 @@ func testcase(r suite.RunResult) junitTestcase {
 	if r.RunID != "" {
 		fmt.Fprintf(&out, "run %s: %s (%s)\n", r.RunID, r.Verdict, r.Reason)
 	}
+	if faults := faultsText(r, ""); faults != "–" {
+		fmt.Fprintf(&out, "faults: %s\n", faults)
+	}
 	if r.FromCorpus {
-		out.WriteString("re-run first: an earlier suite saw this case fail\n")
+		out.WriteString("re-run first from the failing-seed corpus: an earlier suite with the same run flags saw this case fail\n")
 	}
 	fmt.Fprintf(&out, "reproduce: %s\n", r.Reproduce)
 	tc.SystemOut = out.String()

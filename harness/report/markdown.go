@@ -81,17 +81,21 @@ func Markdown(w io.Writer, res *suite.Result) error {
 
 	if failed := res.Failed(); len(failed) > 0 {
 		fmt.Fprintf(&b, "### Runs that did not pass (%d)\n\n", len(failed))
-		b.WriteString("| scenario | agent | seed | verdict | reason | reproduce |\n|---|---|--:|---|---|---|\n")
-		for i, r := range failed {
-			if i == maxMarkdownRuns {
-				fmt.Fprintf(&b, "\n… and %d more: see the JSON or JUnit report.\n", len(failed)-i)
-				break
-			}
+		b.WriteString("| scenario | agent | seed | verdict | faults | reason | reproduce |\n|---|---|--:|---|---|---|---|\n")
+		shown := failed[:min(len(failed), maxMarkdownRuns)]
+		for _, r := range shown {
 			verdict := r.Verdict
-			if r.FromCorpus {
-				verdict += " (corpus)"
+			if mark := corpusMark(r); mark != "" {
+				verdict += " (" + mark + ")"
 			}
-			fmt.Fprintf(&b, "| %s | %s | %d | %s | %s | `%s` |\n", mdEscape(r.Scenario), mdEscape(r.Agent), r.Seed, verdict, mdEscape(r.Reason), strings.ReplaceAll(r.Reproduce, "`", "'"))
+			fmt.Fprintf(&b, "| %s | %s | %d | %s | %s | %s | `%s` |\n", mdEscape(r.Scenario), mdEscape(r.Agent), r.Seed, verdict,
+				mdEscape(faultsText(r, "`")), mdEscape(r.Reason), strings.ReplaceAll(r.Reproduce, "`", "'"))
+		}
+		if more := len(failed) - len(shown); more > 0 {
+			fmt.Fprintf(&b, "\n… and %d more: see the JSON or JUnit report.\n", more)
+		}
+		if anyFromCorpus(shown) {
+			fmt.Fprintf(&b, "\n† %s\n", mdEscape(corpusNote))
 		}
 		b.WriteString("\n")
 	}

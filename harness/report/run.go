@@ -109,22 +109,17 @@ func newRunModel(f *history.Full) *runModel {
 		}
 		return "+" + seconds(max(t.Sub(rec.StartedAt).Milliseconds(), 0)) + " s"
 	}
-	virtual := func(t time.Time) string {
-		if t.IsZero() {
-			return "–"
-		}
-		return "+" + t.Sub(rec.VirtualStart).String()
-	}
+	virtual := func(t time.Time) string { return history.VirtualSince(rec.VirtualStart, t) }
 	if res := rec.Result; res != nil {
 		m.Wall = seconds(res.WallMS) + " s"
-		m.Virtual = (time.Duration(res.VirtualMS) * time.Millisecond).String() + " virtual"
+		m.Virtual = history.VirtualSpan(time.Duration(res.VirtualMS)*time.Millisecond) + " virtual"
 		m.Steps = res.StepsCompleted
 		m.Claim = res.Outcome
 		m.Invariants = res.Invariants
 		m.Counts = &res.Effects
 		m.LLM = res.LLM
 	} else {
-		m.Virtual = run.Clock.Sub(rec.VirtualStart).String() + " virtual so far"
+		m.Virtual = history.VirtualSpan(run.Clock.Sub(rec.VirtualStart)) + " virtual so far"
 		m.Steps = run.LastCheckpoint().Step
 		if run.Done != nil {
 			m.Claim = run.Done.Outcome
@@ -159,7 +154,7 @@ func newRunModel(f *history.Full) *runModel {
 		}
 		m.Effects = append(m.Effects, effectRow{Label: history.EffectLabel(e.ID), Kind: e.Kind, Status: e.Status, Attempt: e.Attempt,
 			Executions: e.Executions, Replays: e.Replays,
-			Notes: notes(when(e.Reconciled), "reconciled after a crash", when(e.Unkeyed), "unkeyed", failure, failure)})
+			Notes: notes(when(e.Replays > 0), replayNote(e.Replays), when(e.Reconciled), "reconciled after a crash", when(e.Unkeyed), "unkeyed", failure, failure)})
 	}
 	for i, a := range run.Attempts {
 		killed, resumed := since(a.KillIssuedAt), since(a.FirstResumedAt)
@@ -176,6 +171,16 @@ func newRunModel(f *history.Full) *runModel {
 		m.Attempts = append(m.Attempts, row)
 	}
 	return m
+}
+
+// replayNote says why an effect shows replays: its key was sent again
+// and the journal answered, the world did not act again.
+func replayNote(n int) string {
+	times := "once"
+	if n > 1 {
+		times = fmt.Sprintf("%d times", n)
+	}
+	return "replayed " + times + ": the same key was sent again (say, after a network cut lost the first reply) and answered from the journal, not executed again"
 }
 
 // llmSoFar counts a live run's LLM exchanges, for a report before its
@@ -251,7 +256,7 @@ var runHTML = sync.OnceValue(func() *template.Template {
 <dt>attempts</dt><dd>{{len .Attempts}}; steps completed: {{.Steps}}; the agent's claim: {{.Claim}}</dd>
 {{with .Rec.Isolated}}<dt>isolated re-run</dt><dd>{{.Purpose}} of run {{.Parent}}, from checkpoint {{.FromCheckpoint}}</dd>
 {{end}}{{with .Res}}<dt>history digest</dt><dd><code>{{.HistoryDigest}}</code></dd>
-{{end}}<dt>reproduce</dt><dd><code>{{.Reproduce}}</code></dd>
+{{end}}<dt>reproduce</dt><dd><div class="cmd"><code>{{.Reproduce}}</code></div></dd>
 </dl>
 <h2>Timeline</h2>
 {{.SVG}}

@@ -3,7 +3,11 @@ package report_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	stdhtml "html"
+	"html/template"
 	"regexp"
+	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -11,6 +15,7 @@ import (
 
 	"github.com/overnight-dev/overnight/harness/history"
 	"github.com/overnight-dev/overnight/harness/report"
+	"github.com/overnight-dev/overnight/harness/timeline"
 	"github.com/overnight-dev/overnight/sandbox/protocol"
 )
 
@@ -24,6 +29,9 @@ func runFixture() *history.Full {
 	ms := func(n int) time.Time { return start.Add(time.Duration(n) * time.Millisecond) }
 	exit0, exit137 := 0, 137
 	applied := virtual.Add(90 * time.Second)
+	// The API changes three and a half days into the run's virtual week.
+	changed := virtual.Add(83*time.Hour + 43*time.Minute)
+	appliedMS, changedMS := int64(90_000), (83*time.Hour + 43*time.Minute).Milliseconds()
 	res := &history.Result{RunID: "20261203-100000-abcdef", Scenario: "deploy-v2", Seed: 7, Verdict: "pass",
 		Reason: "the agent reported done; all 5 invariants hold", Outcome: "success", Attempts: 3, StepsCompleted: 5,
 		Effects: history.EffectCounts{Executed: 6, Deduplicated: 1},
@@ -31,12 +39,19 @@ func runFixture() *history.Full {
 			{Name: "no-duplicate-effects", Kind: "always", Verdict: "pass", Detail: "every resource of a non-idempotent kind created once"},
 			{Name: "goal-reached", Kind: "eventually", Verdict: "pass", Detail: "the service answers <on> prod"},
 		},
-		LLM:    &history.LLMTotals{Provider: "scripted", Model: "scripted", TestDouble: true, Calls: 3, Answered: 2, Refused: 1, RefusedBy: map[string]int{"rate_limit_exceeded": 1}, PromptTokens: 120, CompletionTokens: 30},
-		WallMS: 7000, VirtualMS: 180000, HistoryDigest: "5ca1ab1e"}
+		LLM: &history.LLMTotals{Provider: "scripted", Model: "scripted", TestDouble: true, Calls: 3, Answered: 2, Refused: 1, RefusedBy: map[string]int{"rate_limit_exceeded": 1}, PromptTokens: 120, CompletionTokens: 30},
+		Faults: []history.FaultResult{
+			{Kind: "kill", Spec: "kill@step:2", At: "step:2", Applied: true, AppliedVirtualMS: &appliedMS, Attempt: 1, Met: true, MetDetail: "the agent was killed after step 2 and a new attempt resumed"},
+			{Kind: "api-version", Spec: "api-version:v2@step:3", At: "step:3", Applied: true, AppliedVirtualMS: &changedMS, Attempt: 2, Met: true, MetDetail: "an effect was refused under v2"},
+			{Kind: "blackhole", Spec: "blackhole@t:1h/5m", At: "t:1h", From: "blackhole@every:1h/5m"},
+		},
+		Reflections: []history.Reflection{{ID: "r1", Trigger: "effect_refused: the world refused cloud.deploy_service (unauthorized)", Checkpoint: 3,
+			Reproduced: history.Reproduced{Runs: 1, Failed: 1}, Decision: history.DecisionVerify, Reason: "lesson verified in isolation"}},
+		WallMS: 7000, VirtualMS: (4*24*time.Hour + 2*time.Hour).Milliseconds(), HistoryDigest: "5ca1ab1e"}
 	rec := history.RunRecord{ID: res.RunID, Scenario: "deploy-v2", Source: "builtin:deploy-v2", Seed: 7, Faults: []string{"kill@step:2", "api-version:v2@step:3"},
 		Status: history.StatusFinished, Verdict: "pass", Reason: res.Reason, StartedAt: start, EndedAt: ms(7000), Attempts: 3, VirtualStart: virtual, Result: res}
 	refusal := &protocol.EffectError{Code: "unauthorized", Message: "api_key is required", Status: 401}
-	run := &history.Run{Record: rec, Clock: virtual.Add(3 * time.Minute),
+	run := &history.Run{Record: rec, Clock: virtual.Add(4*24*time.Hour + 2*time.Hour),
 		Attempts: []history.AttemptRecord{
 			{N: 1, StartedAt: ms(100), EndedAt: ms(1500), End: "killed by fault", ExitCode: &exit137, KillIssuedAt: ms(1450)},
 			{N: 2, StartedAt: ms(1700), EndedAt: ms(3000), End: "exited", ExitCode: &exit0, FirstResumedAt: ms(1800)},
@@ -51,7 +66,7 @@ func runFixture() *history.Full {
 		},
 		Faults: []history.FaultRecord{
 			{Index: 0, Spec: "kill@step:2", From: "kill@step:2", Kind: "kill", At: "step:2", Applied: true, AppliedAttempt: 1, AppliedVirtual: applied, AppliedWall: ms(1450), Met: true, MetDetail: "the agent was killed after step 2 and a new attempt resumed"},
-			{Index: 1, Spec: "api-version:v2@step:3", From: "api-version:v2@step:3", Kind: "api-version", At: "step:3", Applied: true, AppliedAttempt: 2, AppliedVirtual: applied.Add(time.Minute), AppliedWall: ms(2300), Met: true, MetDetail: "an effect was refused under v2"},
+			{Index: 1, Spec: "api-version:v2@step:3", From: "api-version:v2@step:3", Kind: "api-version", At: "step:3", Applied: true, AppliedAttempt: 2, AppliedVirtual: changed, AppliedWall: ms(2300), Met: true, MetDetail: "an effect was refused under v2"},
 			{Index: 2, Spec: "blackhole@t:1h/5m", From: "blackhole@every:1h/5m", Kind: "blackhole", At: "t:1h"},
 		},
 	}
@@ -100,12 +115,28 @@ var _ = Describe("a run's reports", func() {
 		Expect(page).NotTo(MatchRegexp(`(?i)(src|href)\s*=\s*["']?\s*(https?:)?//`), "self-contained: no external assets")
 		Expect(page).NotTo(ContainSubstring("<script"))
 		Expect(page).To(ContainSubstring("&lt;on&gt;"), "text is escaped")
-		for _, want := range []string{"restart: attempt 2", "kill@step:2", "cloud.deploy_service", "Reflection r1", "The gate", "rate_limit_exceeded", "overnight run deploy-v2 --seed 7 --fault kill@step:2 --fault api-version:v2@step:3"} {
+		for _, want := range []string{"restart: attempt 2", "kill@step:2", "cloud.deploy_service", "Reflection r1", "The gate", "rate_limit_exceeded", "overnight run deploy-v2 --seed 7 --fault kill@step:2 --fault api-version:v2@step:3",
+			"replayed once: the same key was sent again (say, after a network cut lost the first reply) and answered from the journal, not executed again"} {
 			Expect(page).To(ContainSubstring(want))
 		}
 		var decoded history.Result
 		Expect(json.Unmarshal(js.Bytes(), &decoded)).To(Succeed())
 		Expect(decoded).To(Equal(*f.Run.Record.Result), "the JSON is the run's result as `run --output json` prints it")
+	})
+
+	It("write a virtual instant one way everywhere: +3d11h43m since the run's virtual start, as a fault spec's t:3d11h43m", func() {
+		f := runFixture()
+		var text, html, md bytes.Buffer
+		Expect(f.Run.Record.Result.WriteText(&text)).To(Succeed())
+		golden("run.txt", text.Bytes())
+		Expect(report.RunHTML(&html, f, report.RunOptions{})).To(Succeed())
+		Expect(report.RunMarkdown(&md, f)).To(Succeed())
+		Expect(text.String()).To(ContainSubstring("(the failure came back in 1 of 1 replays)"))
+		for name, out := range map[string]string{"text": text.String(), "html": stdhtml.UnescapeString(html.String()), "markdown": md.String()} {
+			Expect(out).To(ContainSubstring("+3d11h43m virtual"), "%s: the API change's instant", name)
+			Expect(out).To(ContainSubstring("4d2h virtual"), "%s: the run's virtual length", name)
+			Expect(out).NotTo(MatchRegexp(`\+\d+h\d+m\d+s`), "%s: no Go duration (+83h43m0s) for an instant", name)
+		}
 	})
 
 	It("show a run that has not ended, and refuse it a JSON result", func() {
@@ -118,6 +149,71 @@ var _ = Describe("a run's reports", func() {
 		Expect(html.String()).To(ContainSubstring("1 call so far"))
 		Expect(html.String()).NotTo(ContainSubstring("The gate"), "no reflection sections for a run without any")
 		Expect(report.RunJSON(&js, f)).To(MatchError(report.ErrNoResult))
+	})
+})
+
+// laneNames are the lanes a timeline draws, top to bottom.
+var laneNames = regexp.MustCompile(`<text x="4" y="\d+" font-size="12" fill="#333">([a-z]+)</text>`)
+
+// svgOf is the timeline of a page.
+func svgOf(page string) string {
+	GinkgoHelper()
+	from, to := strings.Index(page, "<svg"), strings.Index(page, "</svg>")
+	Expect(from).To(BeNumerically(">=", 0), "the page has a timeline")
+	return page[from:to]
+}
+
+var _ = Describe("a run's timeline", func() {
+	It("names its lanes, writes the attempts and faults on it, and has a legend of its shapes and colours", func() {
+		var html bytes.Buffer
+		Expect(report.RunHTML(&html, runFixture(), report.RunOptions{})).To(Succeed())
+		svg := svgOf(html.String())
+		var lanes []string
+		for _, m := range laneNames.FindAllStringSubmatch(svg, -1) {
+			lanes = append(lanes, m[1])
+		}
+		Expect(lanes).To(Equal([]string{"attempts", "steps", "effects", "faults", "reflection", "gate"}))
+		for _, label := range []string{"attempt 1", "attempt 2", "attempt 3", "kill@step:2", "api-version:v2@step:3", "r1 verified", "released"} {
+			Expect(svg).To(MatchRegexp(`<text [^>]*>`+regexp.QuoteMeta(label)+`</text>`), "%q is written on the timeline, not only in a tooltip", label)
+		}
+		Expect(svg).NotTo(MatchRegexp(`<text [^>]*>blackhole@`), "a fault that never fired is not on it")
+		Expect(svg).To(ContainSubstring(">legend<"))
+		for _, tone := range []string{"ok", "bad"} {
+			Expect(svg).To(ContainSubstring(`fill="`+timeline.Tones[tone]+`"/><text x="`), "a swatch of the %s colour", tone)
+			Expect(svg).To(ContainSubstring(">"+template.HTMLEscapeString(timeline.ToneMeanings[tone])+"<"), "what the %s colour means", tone)
+		}
+		Expect(svg).NotTo(ContainSubstring(timeline.ToneMeanings["hold"]), "the legend names only the colours the timeline uses")
+		Expect(svg).To(ContainSubstring("wall-clock time since the run started"))
+	})
+
+	It("stacks the bars that overlap in time, a reflection's replays run side by side, each with its label on it", func() {
+		var marks []timeline.Mark
+		for i := range 3 {
+			marks = append(marks, timeline.Mark{Lane: "reflection", At: int64(1000 + 10*i), End: int64(4000 - 100*i), Label: fmt.Sprintf("r1 replay %d/3: fail", i+1), Tone: "bad", Short: fmt.Sprintf("r1 replay %d/3", i+1)})
+		}
+		marks = append(marks, timeline.Mark{Lane: "reflection", At: 4500, End: 6000, Label: "r1 verification: pass", Tone: "ok", Short: "r1 verification"})
+		svg := string(timeline.SVG(marks))
+		bars := regexp.MustCompile(`<rect x="[\d.]+" y="(\d+)" width="[\d.]+" height="(\d+)" fill="#[0-9a-f]+" opacity="0.55"><title>`).FindAllStringSubmatch(svg, -1)
+		Expect(bars).To(HaveLen(4))
+		ys := map[string]bool{}
+		for _, b := range bars[:3] {
+			ys[b[1]] = true
+		}
+		Expect(ys).To(HaveLen(3), "the three replays overlap in time: each on a line of its own")
+		Expect(bars[3][1]).To(Equal(bars[0][1]), "the verification, after them, takes the first line again")
+		for _, label := range []string{"r1 replay 1/3", "r1 replay 2/3", "r1 replay 3/3", "r1 verification"} {
+			Expect(svg).To(MatchRegexp(`<text [^>]*>`+regexp.QuoteMeta(label)+`</text>`), label)
+		}
+	})
+
+	It("draws only the lanes that have something: no reflection or gate rows for a run without either", func() {
+		var html bytes.Buffer
+		Expect(report.RunHTML(&html, liveFixture(), report.RunOptions{})).To(Succeed())
+		var lanes []string
+		for _, m := range laneNames.FindAllStringSubmatch(svgOf(html.String()), -1) {
+			lanes = append(lanes, m[1])
+		}
+		Expect(lanes).To(Equal([]string{"attempts", "steps"}))
 	})
 })
 

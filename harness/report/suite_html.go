@@ -23,29 +23,39 @@ type SuiteOptions struct {
 type suiteRow struct {
 	Scenario, Agent        string
 	N, Passes, Fails, Unkn int
-	PassK, PassAtK         []string
+	PassK                  []string
+	PassAtK                string
 	All                    bool
 }
 
 type failedRow struct {
 	suite.RunResult
-	Link string
+	Link, Corpus string
+	Faults       []faultItem
 }
 
+// The groups table shows pass^k for k up to 5 and pass@k for the largest
+// of those k only, as the Markdown does: a table as wide as the page. The
+// runs that did not pass take two rows each: what happened, then the
+// command that reproduces it on a line of its own, which scrolls inside
+// its box rather than wrap (a command broken inside a flag cannot be
+// read, nor copied).
 var suiteHTML = sync.OnceValue(func() *template.Template {
 	return template.Must(template.New("suite").Parse(`<h1>Suite {{.Res.Suite.ID}}: <span class="{{.Class}}">{{.Headline}}</span></h1>
 {{with .Res.Requirement}}<p>Requirement <code>{{.Expression}}</code>: <b class="{{$.Class}}">{{.Outcome}}</b>. {{.Detail}}</p>
 {{end}}<p>{{.Sum.Runs}} runs in {{.Sum.Groups}} groups: {{.Sum.Passes}} passed, {{.Sum.Fails}} failed, {{.Sum.Unknown}} unknown{{if .Res.Suite.Interrupted}} (<b>interrupted</b>: not every run ran; those stopped are resumable){{end}}.
 Started {{.Started}}, {{.Wall}} s, parallel {{.Res.Suite.Parallel}}{{with .Res.Suite.Shard}}, shard {{.}}{{end}}{{if .Res.Merged}}, merged from {{len .Res.Merged}} shards{{end}}.</p>
 <h2>Groups</h2>
-<p class="muted">Each scenario and agent is a group whose seeds are its trials. pass^k is the chance that k trials drawn from the group all pass (tau-bench's estimator); pass@k that at least one does. An unknown run is never a pass.</p>
-<table><tr><th>scenario</th><th>agent</th><th class="n">runs</th><th class="n">pass</th><th class="n">fail</th><th class="n">unknown</th>{{range .Ks}}<th class="n">pass^{{.}}</th>{{end}}{{range .Ks}}<th class="n">pass@{{.}}</th>{{end}}</tr>
-{{range .Rows}}<tr><td>{{if .All}}<b>all</b>{{else}}{{.Scenario}}{{end}}</td><td>{{.Agent}}</td><td class="n">{{.N}}</td><td class="n">{{.Passes}}</td><td class="n">{{.Fails}}</td><td class="n">{{.Unkn}}</td>{{range .PassK}}<td class="n">{{.}}</td>{{end}}{{range .PassAtK}}<td class="n">{{.}}</td>{{end}}</tr>
+<p class="muted">Each scenario and agent is a group whose seeds are its trials. pass^k is the chance that k trials drawn from the group all pass (tau-bench's estimator){{with .AtK}}; pass@{{.}} that at least one of {{.}} does{{end}}. An unknown run is never a pass. The JSON report has every k.</p>
+<table><tr><th>scenario</th><th>agent</th><th class="n">runs</th><th class="n">pass</th><th class="n">fail</th><th class="n">unknown</th>{{range .Ks}}<th class="n">pass^{{.}}</th>{{end}}{{with .AtK}}<th class="n">pass@{{.}}</th>{{end}}</tr>
+{{range .Rows}}<tr><td class="name">{{if .All}}<b>all</b>{{else}}{{.Scenario}}{{end}}</td><td class="name">{{.Agent}}</td><td class="n">{{.N}}</td><td class="n">{{.Passes}}</td><td class="n">{{.Fails}}</td><td class="n">{{.Unkn}}</td>{{range .PassK}}<td class="n">{{.}}</td>{{end}}{{if $.AtK}}<td class="n">{{.PassAtK}}</td>{{end}}</tr>
 {{end}}</table>
 {{if .Failed}}<h2>Runs that did not pass ({{len .Failed}})</h2>
-<table><tr><th>scenario</th><th>agent</th><th class="n">seed</th><th>verdict</th><th>reason</th><th>run</th><th>reproduce</th></tr>
-{{range .Failed}}<tr><td>{{.Scenario}}</td><td>{{.Agent}}</td><td class="n">{{.Seed}}</td><td class="{{.Verdict}}">{{.Verdict}}{{if .FromCorpus}} (corpus){{end}}</td><td>{{.Reason}}</td><td>{{if .Link}}<a href="{{.Link}}">{{.RunID}}</a>{{else}}{{.RunID}}{{end}}</td><td><code>{{.Reproduce}}</code></td></tr>
+<table><tr><th>scenario</th><th>agent</th><th class="n">seed</th><th>verdict</th><th>faults</th><th>reason</th><th>run</th></tr>
+{{range .Failed}}<tr><td class="name">{{.Scenario}}</td><td class="name">{{.Agent}}</td><td class="n">{{.Seed}}</td><td class="{{.Verdict}}">{{.Verdict}}{{with .Corpus}}<br><small class="muted">{{.}}</small>{{end}}</td><td>{{range $i, $f := .Faults}}{{if $i}}<br>{{end}}<code class="spec{{if not .Fired}} muted{{end}}">{{.Spec}}</code>{{if not .Fired}} <small class="muted">never fired</small>{{end}}{{else}}{{if .Error}}–{{else}}none{{end}}{{end}}</td><td>{{.Reason}}</td><td class="id">{{if .Link}}<a href="{{.Link}}">{{.RunID}}</a>{{else}}{{.RunID}}{{end}}</td></tr>
+<tr class="cmd"><td colspan="7"><div class="cmd"><span class="muted">reproduce</span><code>{{.Reproduce}}</code></div></td></tr>
 {{end}}</table>{{if .More}}<p>… and {{.More}} more: see the JSON or JUnit report.</p>{{end}}
+{{if .CorpusNote}}<p class="muted"><small>† {{.CorpusNote}}</small></p>{{end}}
 {{else}}<p>Every run passed.</p>{{end}}
 {{with .Res.Corpus}}{{if or .Rerun .Added}}<p>Failing-seed corpus: {{.Rerun}} re-run first ({{.Fixed}} fixed, {{.StillFail}} still failing), {{.Added}} added.</p>{{end}}{{end}}
 {{if .Res.Errors}}<h2>Harness errors ({{len .Res.Errors}})</h2><ul>{{range .Res.Errors}}<li>{{.}}</li>{{end}}</ul>{{end}}`))
@@ -64,10 +74,12 @@ func SuiteBody(res *suite.Result, opts SuiteOptions) (template.HTML, error) {
 	for i := range ks {
 		ks[i] = i + 1
 	}
+	atK := len(ks)
 	row := func(r suiteRow, passK, passAtK suite.KValues) suiteRow {
 		for _, k := range ks {
-			r.PassK, r.PassAtK = append(r.PassK, kValue(passK, k)), append(r.PassAtK, kValue(passAtK, k))
+			r.PassK = append(r.PassK, kValue(passK, k))
 		}
+		r.PassAtK = kValue(passAtK, atK)
 		return r
 	}
 	var rows []suiteRow
@@ -84,22 +96,28 @@ func SuiteBody(res *suite.Result, opts SuiteOptions) (template.HTML, error) {
 		if i == maxHTMLRuns {
 			break
 		}
-		fr := failedRow{RunResult: r}
+		fr := failedRow{RunResult: r, Corpus: corpusMark(r), Faults: faultItems(r)}
 		if opts.RunLink != nil && r.RunID != "" {
 			fr.Link = opts.RunLink(r.RunID)
 		}
 		failed = append(failed, fr)
+	}
+	note := ""
+	if anyFromCorpus(all[:len(failed)]) {
+		note = corpusNote
 	}
 	return render(suiteHTML(), struct {
 		Res                            *suite.Result
 		Sum                            suite.Summary
 		Headline, Class, Started, Wall string
 		Ks                             []int
+		AtK                            int
 		Rows                           []suiteRow
 		Failed                         []failedRow
 		More                           int
+		CorpusNote                     string
 	}{res, s, headline(res), headlineClass(res), res.Suite.StartedAt.UTC().Format("2006-01-02 15:04:05 UTC"), seconds(res.Suite.WallMS),
-		ks, rows, failed, len(all) - len(failed)})
+		ks, atK, rows, failed, len(all) - len(failed), note})
 }
 
 // SuiteHTML writes a suite's report as one self-contained HTML page (see

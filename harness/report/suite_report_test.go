@@ -3,6 +3,7 @@ package report_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"flag"
 	"os"
 	"os/exec"
@@ -40,32 +41,41 @@ func fixture() *suite.Result {
 		return history.InvariantResult{Name: name, Kind: kind, Verdict: verdict, Detail: detail}
 	}
 	ok := []history.InvariantResult{inv("no-duplicate-effects", "always", "pass", "the world shows every resource of a non-idempotent kind created once")}
+	killedAt := int64(0)
+	kill := history.FaultResult{Kind: "kill", Spec: "kill@step:3", At: "step:3", Applied: true, AppliedVirtualMS: &killedAt, Attempt: 1, Met: true}
 	run := func(agent string, seed int64, verdict, reason string) suite.RunResult {
 		return suite.RunResult{Scenario: "deploy", Agent: agent, Seed: seed, RunID: "20261202-0900" + string(rune('0'+seed)) + "-" + agent,
 			Verdict: verdict, Reason: reason, Attempts: 2, StepsCompleted: 5, WallMS: 900 + seed, VirtualMS: 0,
-			HistoryDigest: "d1g35t", Faults: []history.FaultResult{}, Invariants: ok, Counted: true,
+			HistoryDigest: "d1g35t", Faults: []history.FaultResult{kill}, Invariants: ok, Counted: true,
 			Reproduce: "overnight run deploy --seed " + string(rune('0'+seed)) + " --agent " + agent + " --fault kill@step:3"}
 	}
 	res := &suite.Result{Suite: suite.Header{ID: "suite-20261202-090000-abcdef", StartedAt: at, WallMS: 4321, Parallel: 4,
 		Config:    suite.Config{Faults: []string{"kill@step:3"}, Extras: map[string]string{"lessons": "none"}},
 		Scenarios: []suite.ScenarioRef{{Name: "deploy", Source: "deploy", SHA256: "5ca1ab1e", Agents: []string{"default", "naive"}}},
 		Seeds:     []int64{1, 2, 3}, Plan: "0123456789abcdef", Cases: 6}}
+	timedOut := run("default", 3, "unknown", "timeout: the run did not end within 2m0s")
+	timedOut.Faults = []history.FaultResult{{Kind: "kill", Spec: "kill@step:3", At: "step:3"}}
 	res.Runs = []suite.RunResult{run("default", 1, "pass", "the agent reported done; all 4 invariants hold"),
-		run("default", 2, "pass", "the agent reported done; all 4 invariants hold"),
-		run("default", 3, "unknown", "timeout: the run did not end within 2m0s")}
+		run("default", 2, "pass", "the agent reported done; all 4 invariants hold"), timedOut}
 	bad := run("naive", 1, "fail", "invariant no-duplicate-effects failed")
 	bad.Invariants = []history.InvariantResult{inv("no-duplicate-effects", "always", "fail", "cloud.create_network prod-net created 2 times (keys step-1/0, step-1/0 again after the kill) <&>")}
 	applied := int64(0)
 	bad.Faults = []history.FaultResult{{Kind: "kill", Spec: "kill@step:3", At: "step:3", Applied: true, AppliedVirtualMS: &applied, Met: true, MetDetail: "the agent was killed after step 3 and a new attempt resumed"}}
 	errRun := run("naive", 2, "unknown", "the harness could not run it: cannot reach the Docker engine")
-	errRun.Error, errRun.RunID, errRun.Attempts = "cannot reach the Docker engine", "", 0
+	errRun.Error, errRun.RunID, errRun.Attempts, errRun.Faults = "cannot reach the Docker engine", "", 0, []history.FaultResult{}
 	corpus := run("naive", 9, "fail", "invariant no-duplicate-effects failed")
 	corpus.Counted, corpus.FromCorpus = false, true
 	res.Runs = append(res.Runs, bad, errRun, run("naive", 3, "pass", "the agent reported done; all 4 invariants hold"), corpus)
 	res.Errors = []string{"deploy/naive/2: cannot reach the Docker engine"}
 	res.Corpus = &suite.CorpusSummary{Rerun: 1, StillFail: 1, Added: 3}
+	return judged(res, "pass^2>=0.5 && unknown==0")
+}
+
+// judged tallies res and judges it by the requirement expr.
+func judged(res *suite.Result, expr string) *suite.Result {
+	GinkgoHelper()
 	res.Tally()
-	q, err := suite.ParseRequirement("pass^2>=0.5 && unknown==0")
+	q, err := suite.ParseRequirement(expr)
 	Expect(err).NotTo(HaveOccurred())
 	j := q.Judge(res)
 	res.Requirement = &j
@@ -82,6 +92,33 @@ var _ = Describe("a suite's reports", func() {
 		golden("suite.junit.xml", junit.Bytes())
 		golden("suite.md", md.Bytes())
 		golden("suite.json", js.Bytes())
+	})
+
+	It("show each run's faults in its row, and say what a corpus case is where one is listed", func() {
+		res := fixture()
+		var junit, md, html, js bytes.Buffer
+		Expect(report.JUnit(&junit, res)).To(Succeed())
+		Expect(report.Markdown(&md, res)).To(Succeed())
+		Expect(report.SuiteHTML(&html, res, report.SuiteOptions{})).To(Succeed())
+		Expect(report.JSON(&js, res)).To(Succeed())
+
+		Expect(md.String()).To(ContainSubstring("| deploy | default | 3 | unknown | `kill@step:3` (never fired) | timeout"))
+		Expect(md.String()).To(ContainSubstring("| deploy | naive | 9 | fail (corpus case, not counted †) | `kill@step:3` |"))
+		Expect(md.String()).To(ContainSubstring("\n† Corpus case: re-run first from the failing-seed corpus"))
+		Expect(html.String()).To(ContainSubstring(`<td><code class="spec muted">kill@step:3</code> <small class="muted">never fired</small></td>`))
+		Expect(html.String()).To(ContainSubstring(`fail<br><small class="muted">corpus case, not counted †</small>`))
+		Expect(html.String()).To(ContainSubstring("† Corpus case: re-run first from the failing-seed corpus"))
+		Expect(html.String()).NotTo(ContainSubstring("(corpus)"))
+		Expect(junit.String()).To(ContainSubstring("faults: kill@step:3 (never fired)&#xA;"))
+		Expect(junit.String()).To(ContainSubstring("re-run first from the failing-seed corpus"))
+		var decoded suite.Result
+		Expect(json.Unmarshal(js.Bytes(), &decoded)).To(Succeed())
+		for _, r := range decoded.Runs {
+			if r.Error == "" {
+				Expect(r.Faults).To(HaveLen(1), "run %s", r.RunID)
+				Expect(r.Faults[0].Spec).To(Equal("kill@step:3"), "the JSON's runs carry their faults' canonical specs")
+			}
+		}
 	})
 
 	It("give JUnit that an independent parser (Python's junitparser) reads as the suite ran", func(ctx SpecContext) {

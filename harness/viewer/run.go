@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/overnight-dev/overnight/harness/history"
 	"github.com/overnight-dev/overnight/harness/report"
@@ -29,7 +30,7 @@ var runHTML = sync.OnceValue(func() *template.Template {
 {{end}}</table>{{else}}<p>No LLM call.</p>{{end}}
 <h2>Events{{if .EventsCut}} (the newest {{len .Events}} of {{.EventsCut}}){{end}}</h2>
 {{if .Events}}<table><tr><th class="n">seq</th><th class="n">attempt</th><th>type</th><th>message</th><th>virtual time</th></tr>
-{{range .Events}}<tr><td class="n">{{.Seq}}</td><td class="n">{{.Attempt}}</td><td>{{.Type}}</td><td>{{.Message}}{{if .Data}} <code>{{short (printf "%s" .Data) 200}}</code>{{end}}</td><td>{{when .Virtual}}</td></tr>
+{{range .Events}}<tr><td class="n">{{.Seq}}</td><td class="n">{{.Attempt}}</td><td>{{.Type}}</td><td>{{.Message}}{{if .Data}} <code>{{short (printf "%s" .Data) 200}}</code>{{end}}</td><td>{{virtual $.VirtualStart .Virtual}}</td></tr>
 {{end}}</table>{{else}}<p>No event.</p>{{end}}
 <h2>Logs</h2>
 {{range .Logs}}<h3>Attempt {{.Attempt}}: {{if .End}}{{.End}}{{else}}running{{end}}{{with .ExitCode}}, exit code {{.}}{{end}}</h3>
@@ -58,13 +59,14 @@ func (v *Viewer) run(w http.ResponseWriter, r *http.Request) {
 	data := struct {
 		Base, Parent string
 		HasResult    bool
+		VirtualStart time.Time
 		Report       template.HTML
 		Isolated     []history.RunRecord
 		LLM          []history.LLMRecord
 		Events       []history.EventRecord
 		EventsCut    int
 		Logs         []history.AttemptLog
-	}{Base: runPath(id), HasResult: run.Record.Result != nil, Report: rep, LLM: run.LLM, Events: run.Events, Logs: full.Logs}
+	}{Base: runPath(id), HasResult: run.Record.Result != nil, VirtualStart: run.Record.VirtualStart, Report: rep, LLM: run.LLM, Events: run.Events, Logs: full.Logs}
 	if iso := run.Record.Isolated; iso != nil {
 		data.Parent = iso.Parent
 	}

@@ -109,18 +109,25 @@ var layout = sync.OnceValue(func() *template.Template {
 {{if .Refresh}}<meta http-equiv="refresh" content="{{.Refresh}}">
 {{end}}<style>{{.Style}}</style></head><body>
 <nav><b>overnight</b> &nbsp; <a href="/runs">Runs</a><a href="/reflections">Reflections</a><a href="/suites">Suites</a>
-<span class="muted">{{.StateDir}} · {{.Via}}</span></nav>
+<span class="muted">read-only view of {{.StateDir}}{{with .Via}} · {{.}}{{end}}</span></nav>
 {{.Body}}
 </body></html>
 `))
 })
 
+// What the header says of the state dir: whether a run is live in it, and
+// so whether what a page shows may still change.
+const (
+	viaFree  = "no run is live: each page shows the state dir as it is when you load it"
+	viaOwned = "a run is live (an overnight process holds the state dir): pages read from that process, and a live run's page refreshes itself"
+)
+
 // write renders a page with status 200.
 func (v *Viewer) write(w http.ResponseWriter, r *http.Request, p page) {
 	p.StateDir = v.src.StateDir()
-	p.Via = "read-only; the state dir is free: read from its journal for the moment of each request"
+	p.Via = viaFree
 	if v.src.Owned(r.Context()) {
-		p.Via = "read-only; the state dir is owned by a live process: read through its control socket"
+		p.Via = viaOwned
 	}
 	var buf bytes.Buffer
 	if err := layout().Execute(&buf, struct {
@@ -158,7 +165,7 @@ func (v *Viewer) fail(w http.ResponseWriter, r *http.Request, err error) {
 	_ = layout().Execute(w, struct {
 		page
 		Style template.CSS
-	}{page{Title: http.StatusText(status), StateDir: v.src.StateDir(), Via: "read-only",
+	}{page{Title: http.StatusText(status), StateDir: v.src.StateDir(),
 		Body: template.HTML("<h1>" + template.HTMLEscapeString(http.StatusText(status)) + "</h1><p>" + template.HTMLEscapeString(err.Error()) + "</p>")}, report.Style})
 }
 
@@ -188,6 +195,7 @@ var funcs = template.FuncMap{
 		}
 		return t.UTC().Format("2006-01-02 15:04:05")
 	},
+	"virtual": history.VirtualSince,
 	"agent":   history.AgentLabel,
 	"runLink": runPath,
 	"pretty":  pretty,

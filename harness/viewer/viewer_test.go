@@ -93,12 +93,14 @@ var _ = Describe("the viewer", func() {
 		code, body := get(srv, "/runs/"+detailed)
 		Expect(code).To(Equal(200))
 		for _, want := range []string{`<svg xmlns="http://www.w3.org/2000/svg"`, "restart: attempt 2", "kill@step:3", "Reflection r1", "The gate",
-			"LLM exchanges (1)", "deploy &lt;carefully&gt;", "step 5 done", "deployed &lt;prod&gt;", "replay 1 of 1 of reflection r1", "no-duplicate-effects"} {
+			"LLM exchanges (1)", "deploy &lt;carefully&gt;", "step 5 done", "<td>&#43;2d3h30s</td>", "deployed &lt;prod&gt;", "replay 1 of 1 of reflection r1", "no-duplicate-effects"} {
 			Expect(body).To(ContainSubstring(want))
 		}
 		Expect(body).NotTo(MatchRegexp(externalRef.String()))
 		Expect(body).NotTo(ContainSubstring("<script"))
 		Expect(body).NotTo(ContainSubstring(`http-equiv="refresh"`), "a finished run's page does not reload")
+		Expect(body).To(MatchRegexp(`<span class="muted">read-only view of [^<]+ · no run is live: each page shows the state dir as it is when you load it</span>`))
+		Expect(body).NotTo(ContainSubstring("journal for the moment"), "no internal language in the header")
 
 		code, body = get(srv, "/runs/"+detailed+"/report.html")
 		Expect(code).To(Equal(200))
@@ -118,6 +120,8 @@ var _ = Describe("the viewer", func() {
 		_, body := get(srv, "/reflections")
 		Expect(body).To(ContainSubstring(`<a href="/runs/` + detailed + `">`))
 		Expect(body).To(ContainSubstring("Send the api_key."))
+		Expect(body).To(ContainSubstring("<th>failure came back?</th>"))
+		Expect(body).To(ContainSubstring("<td>in 1 of 1 replays</td>"), "what the replays answered, not how many there were")
 		_, body = get(srv, "/suites")
 		Expect(body).To(ContainSubstring(`<a href="/suites/suite-fixture">suite-fixture</a>`))
 		code, body := get(srv, "/suites/suite-fixture")
@@ -154,7 +158,7 @@ var _ = Describe("the viewer beside a process that owns the state dir", func() {
 		srv := serve(dir)
 
 		_, body := get(srv, "/runs")
-		Expect(body).To(ContainSubstring("owned by a live process: read through its control socket"))
+		Expect(body).To(ContainSubstring("read-only view of "+dir+" · a run is live"), "the header says, for a person, that what it shows may change")
 		Expect(body).To(ContainSubstring("(20 in the state dir)"))
 
 		// The owner writes more runs, and rewrites one: its index reads
@@ -172,7 +176,7 @@ var _ = Describe("the viewer beside a process that owns the state dir", func() {
 
 		Expect(h.Close()).To(Succeed())
 		_, body = get(srv, "/runs")
-		Expect(body).To(ContainSubstring("the state dir is free"), "the owner left: the viewer reads the journal")
+		Expect(body).To(ContainSubstring("read-only view of "+dir+" · no run is live"), "the owner left: the viewer reads the journal")
 		Expect(body).To(ContainSubstring("(25 in the state dir)"))
 	})
 

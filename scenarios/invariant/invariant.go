@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/overnight-dev/overnight/chaos"
 	"github.com/overnight-dev/overnight/sandbox/protocol"
 	"github.com/overnight-dev/overnight/scenarios/world"
 )
@@ -247,9 +248,9 @@ func recoveredInTime(detail string, ev *Evidence) Judgement {
 	}
 	took, bound := ev.Done.Virtual.Sub(last), ev.Recovery
 	if took > bound {
-		return Judgement{Fail, fmt.Sprintf("%s, but only %s after the last fault healed (bound %s)", detail, took, bound)}
+		return Judgement{Fail, fmt.Sprintf("%s, but only %s after the last fault healed (bound %s)", detail, chaos.FormatDuration(took), chaos.FormatDuration(bound))}
 	}
-	return Judgement{Pass, fmt.Sprintf("%s, %s after the last fault healed (bound %s)", detail, max(took, 0), bound)}
+	return Judgement{Pass, fmt.Sprintf("%s, %s after the last fault healed (bound %s)", detail, chaos.FormatDuration(max(took, 0)), chaos.FormatDuration(bound))}
 }
 
 // noLostProgress checks that no attempt went back behind a step that was
