@@ -71,7 +71,7 @@ func builtinKinds() []Kind {
 			Draw:    noArg,
 		},
 		{
-			Name: "pause", Group: "process", PerAttempt: true, Triggers: anyTrigger, Example: "pause@t:1d/30m",
+			Name: "pause", Group: "process", Needs: []string{"freeze"}, PerAttempt: true, Triggers: anyTrigger, Example: "pause@t:1d/30m",
 			Duration: DurationRequired,
 			Summary:  "freeze the agent's container for /DURATION (virtual), then thaw it",
 			New:      func(Spec) (Fault, error) { return pauseFault{}, nil },
@@ -136,7 +136,7 @@ func builtinKinds() []Kind {
 		llmKind("llm-truncated", LLMTruncated, 1, "llm-truncated@llm:1", "cut the model's answer short (half its text, no tool calls, finish_reason \"length\")"),
 		llmKind("llm-malformed-tool-call", LLMMalformed, 1, "llm-malformed-tool-call@llm:1", "break the JSON of the arguments of the model's first tool call (the agent must answer the model with the error)"),
 		{
-			Name: "disconnect", Group: "network", NeedsNetwork: true, PerAttempt: true, Triggers: anyTrigger, Example: "disconnect@t:1d/2h",
+			Name: "disconnect", Group: "network", Needs: []string{"link"}, PerAttempt: true, Triggers: anyTrigger, Example: "disconnect@t:1d/2h",
 			Duration: DurationRequired,
 			Summary:  "detach the agent's container from its sandbox network (a scenario with sandbox.network: internal) through the Docker network API for /DURATION; the gateway link is not affected",
 			New:      func(Spec) (Fault, error) { return disconnectFault{}, nil },

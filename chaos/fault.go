@@ -178,10 +178,13 @@ type Kind struct {
 	// EndsHarness marks kinds that end the harness's own process: an
 	// isolated re-run, which shares that process, leaves them out.
 	EndsHarness bool `json:"ends_harness,omitempty"`
-	// NeedsNetwork marks kinds that act on the sandbox network a scenario
-	// gives its agent (sandbox: {network: internal}); a run of a scenario
-	// without one refuses them before it starts.
-	NeedsNetwork bool `json:"needs_network,omitempty"`
+	// Needs names the optional capabilities of the sandbox backend a fault
+	// of the kind acts through (sandbox.Capability values: "freeze",
+	// "link", "exec"); a scenario that schedules it on a backend without
+	// one is refused before it starts, naming the backend and the
+	// capability, and "link" also needs a sandbox network for the scenario
+	// to give its agent (sandbox: {network: internal}).
+	Needs []string `json:"needs,omitempty"`
 	// New builds one fault from a spec already checked against the fields
 	// above; it parses and checks ARG.
 	New func(Spec) (Fault, error) `json:"-"`

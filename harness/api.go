@@ -72,7 +72,7 @@ func LoadScenario(nameOrPath string) (*scenarios.Scenario, error) {
 // ones the init binary serves. Errors name file:line:column and the shape
 // expected. Run checks every scenario it is given.
 func (h *Harness) Check(scen *scenarios.Scenario) error {
-	return CheckScenario(scen, CheckOptions{Worlds: h.opts.Worlds, BuiltinAgents: h.opts.BuiltinAgents})
+	return CheckScenario(scen, CheckOptions{Worlds: h.opts.Worlds, BuiltinAgents: h.opts.BuiltinAgents, Backend: h.opts.Sandbox})
 }
 
 // dotted turns a JSON pointer (/service/name) into a dotted path (.service.name).

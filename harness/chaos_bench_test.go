@@ -12,7 +12,7 @@ import (
 	"github.com/overnight-dev/overnight/chaos"
 	"github.com/overnight-dev/overnight/harness"
 	"github.com/overnight-dev/overnight/harness/harnesstest"
-	"github.com/overnight-dev/overnight/sandbox"
+	"github.com/overnight-dev/overnight/sandbox/docker"
 	"github.com/overnight-dev/overnight/scenarios"
 	"github.com/overnight-dev/overnight/scenarios/builtin"
 )
@@ -34,20 +34,20 @@ func benchHarnessBin(b *testing.B) (*harness.Harness, string, func()) {
 	if err := harnesstest.Build(ctx, "./cmd/overnight", bin, fmt.Sprintf("bench-%d", time.Now().UnixNano())); err != nil {
 		b.Fatal(err)
 	}
-	api, err := sandbox.Connect(ctx)
+	api, err := docker.Connect(ctx)
 	if err != nil {
 		b.Fatal(err)
 	}
 	state := filepath.Join(dir, "state")
-	h, err := harness.Open(ctx, harness.Options{StateDir: state, InitBinary: bin, Docker: api})
+	h, err := harness.Open(ctx, harness.Options{StateDir: state, InitBinary: bin, Sandbox: docker.Using(api)})
 	if err != nil {
 		b.Fatal(err)
 	}
 	return h, bin, func() {
 		_ = h.Close()
 		harnesstest.Leftovers(ctx, api, state)
-		eng := sandbox.New(api, sandbox.Options{})
-		if ref, err := eng.ImageRef(ctx, sandbox.ImageSpec{InitBinary: bin}); err == nil {
+		eng := docker.New(api, docker.Options{})
+		if ref, err := eng.ImageRef(ctx, docker.ImageSpec{InitBinary: bin}); err == nil {
 			_ = eng.RemoveImage(ctx, ref)
 		}
 		_ = os.RemoveAll(dir)

@@ -14,7 +14,7 @@ import (
 	"github.com/overnight-dev/overnight/chaos"
 	"github.com/overnight-dev/overnight/harness"
 	"github.com/overnight-dev/overnight/harness/harnesstest"
-	"github.com/overnight-dev/overnight/sandbox"
+	"github.com/overnight-dev/overnight/sandbox/docker"
 	"github.com/overnight-dev/overnight/scenarios"
 	"github.com/overnight-dev/overnight/scenarios/builtin"
 )
@@ -171,7 +171,7 @@ var _ = Describe("every fault kind against the real engine and real connections"
 		var runID string
 		_, err := h.Run(runCtx, harness.RunRequest{Scenario: deploy(), Faults: faults("pause@step:1/1h", "netdrop@step:1/1h"), Started: func(id string) { runID = id }})
 		Expect(err).To(MatchError(harness.ErrInterrupted))
-		left, err := harnesstest.Containers(ctx, docker, h.StateDir())
+		left, err := harnesstest.Containers(ctx, dockerCli, h.StateDir())
 		Expect(err).NotTo(HaveOccurred())
 		Expect(left).To(BeEmpty(), "no container, paused or not, is left behind")
 		// Undone physically, but not healed: the faults still last their
@@ -214,7 +214,7 @@ var _ = Describe("the disconnect fault", func() {
 // lateFreeze is the real engine whose pause call freezes the container
 // and then reports a failure, as a call that timed out on a loaded engine
 // while the daemon went on with it.
-type lateFreeze struct{ sandbox.API }
+type lateFreeze struct{ docker.API }
 
 func (l lateFreeze) ContainerPause(ctx context.Context, id string) error {
 	if err := l.API.ContainerPause(ctx, id); err != nil {
@@ -225,7 +225,7 @@ func (l lateFreeze) ContainerPause(ctx context.Context, id string) error {
 
 var _ = Describe("a pause whose engine call failed", func() {
 	It("thaws the container, which may be frozen all the same: the run goes on, the fault recorded as not injected", func(ctx SpecContext) {
-		h := newHarnessOn(ctx, lateFreeze{docker}, nil)
+		h := newHarnessOn(ctx, lateFreeze{dockerCli}, nil)
 		res, err := h.Run(ctx, harness.RunRequest{Scenario: deploy(), Faults: faults("pause@step:2/30m")})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(res.Attempts).To(Equal(1))
@@ -238,7 +238,7 @@ var _ = Describe("a pause whose engine call failed", func() {
 // container and then reports a failure; it records whether the container
 // was attached again.
 type lateDisconnect struct {
-	sandbox.API
+	docker.API
 	reattached *atomic.Bool
 }
 
@@ -261,7 +261,7 @@ var _ = Describe("a disconnect whose engine call failed", func() {
 	It("attaches the sandbox again, which may be detached all the same", func(ctx SpecContext) {
 		s := deployOnNetwork()
 		var reattached atomic.Bool
-		h := newHarnessOn(ctx, lateDisconnect{docker, &reattached}, nil)
+		h := newHarnessOn(ctx, lateDisconnect{dockerCli, &reattached}, nil)
 		res, err := h.Run(ctx, harness.RunRequest{Scenario: s, Faults: faults("disconnect@step:2/1h")})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(res.Faults[0].MetDetail).To(HavePrefix("not injected: "))

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/overnight-dev/overnight/chaos"
+	"github.com/overnight-dev/overnight/sandbox"
 	"github.com/overnight-dev/overnight/scenarios"
 	"github.com/overnight-dev/overnight/scenarios/world"
 )
@@ -21,12 +22,17 @@ type CheckOptions struct {
 	// Faults, when set, also checks the scenario's own faults, the kinds
 	// of its draws and of its reach (those --chaos random draws) against
 	// this registry, each at its place in the file: a kind that does not
-	// exist, a trigger, argument or duration its kind refuses, a network
-	// fault without a sandbox network, a reach kind random cannot draw for
-	// that reach. Default nil: not
-	// checked here; Run checks the schedule it makes, and reports a bad
-	// fault as a fault error (chaos.ErrUnknownFault, chaos.ErrUnsupported).
+	// exist, a trigger, argument or duration its kind refuses, a fault
+	// that needs a capability the backend lacks or a sandbox network the
+	// scenario does not give, a reach kind random cannot draw for that
+	// reach. Default nil: not checked here; Run checks the schedule it
+	// makes, and reports a bad fault as a fault error
+	// (chaos.ErrUnknownFault, chaos.ErrUnsupported).
 	Faults *chaos.Registry
+	// Backend is the sandbox backend's type the faults are checked
+	// against (its capabilities; no engine is reached). Default:
+	// DefaultBackend().
+	Backend sandbox.Type
 }
 
 // CheckScenario validates a parsed scenario against what a harness offers
@@ -39,6 +45,9 @@ func CheckScenario(scen *scenarios.Scenario, opts CheckOptions) error {
 	}
 	if opts.Worlds == nil {
 		opts.Worlds = DefaultWorlds()
+	}
+	if opts.Backend.Name == "" {
+		opts.Backend = DefaultBackend()
 	}
 	var errs scenarios.ErrorList
 	if def, ok := opts.Worlds.Definition(scen.World.Name); !ok {
@@ -56,17 +65,19 @@ func CheckScenario(scen *scenarios.Scenario, opts CheckOptions) error {
 		}
 	}
 	if opts.Faults != nil {
-		errs = append(errs, checkFaults(scen, opts.Faults)...)
+		errs = append(errs, checkFaults(scen, opts.Faults, opts.Backend)...)
 	}
 	return errs.Err()
 }
 
 // checkFaults checks the scenario's faults and the kinds of its draws
 // against a fault registry.
-func checkFaults(scen *scenarios.Scenario, reg *chaos.Registry) scenarios.ErrorList {
+func checkFaults(scen *scenarios.Scenario, reg *chaos.Registry, backend sandbox.Type) scenarios.ErrorList {
 	var errs scenarios.ErrorList
-	noNetwork := func(ptr, path, kind string) {
-		errs = append(errs, scen.ErrorAt(ptr, "%s: %s acts on the sandbox's network, and this scenario gives its sandbox none: add `sandbox: {network: internal}`", path, kind))
+	lacks := func(ptr, path string, k chaos.Kind) {
+		for _, why := range lacking(scen, k, backend) {
+			errs = append(errs, scen.ErrorAt(ptr, "%s: %s", path, why))
+		}
 	}
 	for i, spec := range scen.Faults {
 		ptr, path := fmt.Sprintf("/faults/%d", i), fmt.Sprintf("faults[%d]", i)
@@ -74,9 +85,8 @@ func checkFaults(scen *scenarios.Scenario, reg *chaos.Registry) scenarios.ErrorL
 			errs = append(errs, scen.ErrorAt(ptr, "%s: %v", path, err))
 			continue
 		}
-		if k, _ := reg.Lookup(spec.Kind); k.NeedsNetwork && scen.Sandbox.Network != "internal" {
-			noNetwork(ptr, path, spec.Kind)
-		}
+		k, _ := reg.Lookup(spec.Kind)
+		lacks(ptr, path, k)
 	}
 	for i, d := range scen.Draws {
 		for j, text := range d.Kinds {
@@ -91,9 +101,7 @@ func checkFaults(scen *scenarios.Scenario, reg *chaos.Registry) scenarios.ErrorL
 				errs = append(errs, scen.ErrorAt(ptr, "%s: %v %q (known kinds: %s; see `overnight faults`)", path, chaos.ErrUnknownFault, kind, strings.Join(names, ", ")))
 				continue
 			}
-			if k.NeedsNetwork && scen.Sandbox.Network != "internal" {
-				noNetwork(ptr, path, kind)
-			}
+			lacks(ptr, path, k)
 		}
 	}
 	if scen.Reach != nil {
@@ -104,4 +112,32 @@ func checkFaults(scen *scenarios.Scenario, reg *chaos.Registry) scenarios.ErrorL
 		}
 	}
 	return errs
+}
+
+// lacking says what a fault of kind k needs that the scenario on backend
+// does not offer: a capability of the backend's type, or the sandbox
+// network a link fault cuts. Empty: nothing.
+func lacking(scen *scenarios.Scenario, k chaos.Kind, backend sandbox.Type) []string {
+	var out []string
+	for _, need := range k.Needs {
+		c := sandbox.Capability(need)
+		if !backend.Has(c) {
+			out = append(out, fmt.Sprintf("%s needs the sandbox backend's %s capability, which the %s backend lacks (it has: %s)", k.Name, need, backend.Name, capabilityList(backend)))
+		}
+		if c == sandbox.CapLink && scen.Sandbox.Network != "internal" {
+			out = append(out, fmt.Sprintf("%s acts on the sandbox's network, and this scenario gives its sandbox none: add `sandbox: {network: internal}`", k.Name))
+		}
+	}
+	return out
+}
+
+func capabilityList(t sandbox.Type) string {
+	if len(t.Capabilities) == 0 {
+		return "none"
+	}
+	names := make([]string, len(t.Capabilities))
+	for i, c := range t.Capabilities {
+		names[i] = string(c)
+	}
+	return strings.Join(names, ", ")
 }

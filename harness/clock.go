@@ -146,8 +146,8 @@ func (r *run) idleLoop(ctx context.Context) {
 		}
 		r.mu.Lock()
 		idle := time.Since(r.clock.lastActivity)
-		cutOff := r.sup.frozen() || (r.link != nil && (r.link.State() == chaos.LinkDropped || r.link.State() == chaos.LinkBlackholed))
-		waiting := r.sup.container != "" && r.clock.inflight == 0 &&
+		cutOff := r.sup.isFrozen() || (r.link != nil && (r.link.State() == chaos.LinkDropped || r.link.State() == chaos.LinkBlackholed))
+		waiting := r.sup.box != nil && r.clock.inflight == 0 &&
 			((cutOff && idle >= quantum) || (r.sup.seen[r.sup.current] && idle >= idleFallback))
 		if ctx.Err() != nil || r.ended || r.done != nil || !waiting {
 			r.mu.Unlock()

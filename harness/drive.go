@@ -19,146 +19,38 @@ import (
 	"github.com/overnight-dev/overnight/scenarios"
 )
 
-// plan prepares the image and command every attempt of a run uses.
+// plan prepares what every attempt of a run runs: the agent, readied by
+// the sandbox backend (Prepare), and its environment — the scenario's on
+// top of the image's defaults.
 func (h *Harness) plan(ctx context.Context, a scenarios.AgentSpec) (sandboxPlan, error) {
-	initBin, err := h.initBinary()
-	if err != nil {
-		return sandboxPlan{}, err
-	}
-	p := sandboxPlan{env: map[string]string{}}
-	for k, v := range a.Env {
-		p.env[k] = v
-	}
-	spec := sandbox.ImageSpec{InitBinary: initBin}
-	switch {
-	case a.Builtin != "":
+	if a.Builtin != "" {
 		if known := h.opts.BuiltinAgents; known != nil && !slices.Contains(known, a.Builtin) {
 			return sandboxPlan{}, fmt.Errorf("no built-in agent %q (built-in agents: %v)", a.Builtin, known)
 		}
-		p.cmd = append([]string{sandbox.InitPath, "agent", a.Builtin}, a.Args...)
-	case a.Binary != "":
-		spec.AgentBinary = a.Binary
-		p.cmd = append([]string{"/agent"}, a.Args...)
-	case a.Image != "":
-		return h.planImage(ctx, a, initBin, p)
-	default:
+	}
+	if a.Builtin == "" && a.Binary == "" && a.Image == "" {
 		return sandboxPlan{}, errors.New("the agent has none of builtin, binary or image")
 	}
-	img, err := h.image(ctx, spec)
+	b, err := h.backend(ctx)
 	if err != nil {
 		return sandboxPlan{}, err
 	}
-	p.image = img
-	if _, ok := p.env["HOME"]; !ok {
-		p.env["HOME"] = sandbox.WorkspacePath
+	img, err := b.Prepare(ctx, sandbox.Agent{Builtin: a.Builtin, Binary: a.Binary, Image: a.Image, Command: a.Command, Args: a.Args})
+	if err != nil {
+		return sandboxPlan{}, err
+	}
+	if img.Warning != "" {
+		h.log.Warn(img.Warning)
+		h.progress("warning: %s", img.Warning)
+	}
+	p := sandboxPlan{image: img, env: map[string]string{}}
+	for k, v := range img.Env {
+		p.env[k] = v
+	}
+	for k, v := range a.Env {
+		p.env[k] = v
 	}
 	return p, nil
-}
-
-// planImage plans the sandbox of an agent's own image: the image runs as
-// it is, under the init bind-mounted at /overnight (no image is built on
-// top of it), with command and args as Kubernetes and Compose mean them,
-// in the image's working directory or /workspace, with HOME /workspace
-// unless the image's ENV or the scenario sets it.
-func (h *Harness) planImage(ctx context.Context, a scenarios.AgentSpec, initBin string, p sandboxPlan) (sandboxPlan, error) {
-	eng, err := h.engine(ctx)
-	if err != nil {
-		return sandboxPlan{}, err
-	}
-	cfg, err := eng.InspectAgentImage(ctx, a.Image)
-	if err != nil {
-		return sandboxPlan{}, err
-	}
-	cmd, note, err := sandbox.AgentCommand(a.Image, a.Command, a.Args, cfg)
-	if err != nil {
-		return sandboxPlan{}, err
-	}
-	if note != "" {
-		h.log.Warn(note)
-		h.progress("warning: %s", note)
-	}
-	// The workspace volume is seeded from the init's own sandbox image,
-	// whose /workspace the agent's user owns.
-	seed, err := h.image(ctx, sandbox.ImageSpec{InitBinary: initBin})
-	if err != nil {
-		return sandboxPlan{}, err
-	}
-	p.image, p.cmd, p.initBin, p.seed = cfg.ID, cmd, initBin, seed
-	p.entrypoint = []string{sandbox.InitPath, "init", "--"}
-	p.workdir = cfg.WorkingDir
-	if p.workdir == "" {
-		p.workdir = sandbox.WorkspacePath
-	}
-	if _, ok := p.env["HOME"]; !ok && !cfg.HasEnv("HOME") {
-		p.env["HOME"] = sandbox.WorkspacePath
-	}
-	return p, nil
-}
-
-// imageKey is what the sandbox image of a spec depends on, as far as this
-// process can see without reading the binaries again: their size and
-// modification time.
-type imageKey struct {
-	spec  sandbox.ImageSpec
-	stats string
-}
-
-// image is the sandbox image for spec, made once per process for each
-// distinct input (the reflection loop starts many isolated runs of one
-// agent: hashing its binaries again for each would cost ~100 ms).
-func (h *Harness) image(ctx context.Context, spec sandbox.ImageSpec) (string, error) {
-	var stats []string
-	for _, f := range []string{spec.InitBinary, spec.AgentBinary} {
-		if f == "" {
-			continue
-		}
-		fi, err := os.Stat(f)
-		if err != nil {
-			stats = nil
-			break
-		}
-		stats = append(stats, fmt.Sprintf("%s:%d:%d", f, fi.Size(), fi.ModTime().UnixNano()))
-	}
-	key := imageKey{spec, fmt.Sprint(stats)}
-	h.mu.Lock()
-	img, ok := h.images[key]
-	h.mu.Unlock()
-	if ok && stats != nil {
-		return img, nil
-	}
-	eng, err := h.engine(ctx)
-	if err != nil {
-		return "", err
-	}
-	img, err = eng.EnsureImage(ctx, spec)
-	if err != nil {
-		return "", err
-	}
-	h.mu.Lock()
-	h.images[key] = img
-	h.mu.Unlock()
-	return img, nil
-}
-
-// reapEvery bounds how often runs of one process reap: one process owns a
-// state dir, so what dead runs left behind is there when it starts (and
-// the first run reaps it); later it can only be a container this process
-// lost track of. Reaping lists every container and volume of the state
-// dir and every run record: a suite of many short runs must not pay that
-// for each.
-const reapEvery = 30 * time.Second
-
-// reapDue reports whether a run about to be driven should reap first: the
-// first in this process, one resumed (its own orphan goes first), or when
-// the last reap is reapEvery old.
-func (h *Harness) reapDue(resumed bool) bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if !resumed && !h.reapedAt.IsZero() && time.Since(h.reapedAt) < reapEvery {
-		return false
-	}
-	h.reapedAt = time.Now()
-	return true
 }
 
 // drive runs a recorded run to its end: world, gateway, supervisor, verdict.
@@ -176,7 +68,7 @@ func (h *Harness) drive(ctx context.Context, runID string, plan sandboxPlan) (re
 			span.SetAttributes(AttrParent.String(rec.Isolated.Parent))
 		}
 	}
-	eng, err := h.engine(ctx)
+	b, err := h.backend(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -185,19 +77,14 @@ func (h *Harness) drive(ctx context.Context, runID string, plan sandboxPlan) (re
 		h.mu.Unlock()
 		return nil, fmt.Errorf("run %s is already being driven by this process", runID)
 	}
+	j := h.janitor
 	h.mu.Unlock()
-	// Whatever dead runs left behind goes first — this run's own orphan of
-	// an earlier, crashed harness included: its logs are kept, then it is
-	// removed. (An isolated re-run starts while its parent, which reaped,
-	// is live: it has nothing of its own to reap.)
-	if rec, err := h.history.Run(runID); err != nil || rec.Isolated == nil || rec.Attempts > 0 {
-		if h.reapDue(err != nil || rec.Attempts > 0) {
-			if _, err := h.reap(ctx, eng); err != nil {
-				h.log.Warn("reap", "err", err)
-				h.mu.Lock()
-				h.reapedAt = time.Time{}
-				h.mu.Unlock()
-			}
+	// A run resumed after its harness died has its own orphan reaped first:
+	// its logs are kept, then it is removed, before any new attempt starts.
+	// (Everything else dead runs left is the janitor's, in the background.)
+	if rec, err := h.history.Run(runID); err == nil && rec.Attempts > 0 {
+		if err := j.reapRun(ctx, runID); err != nil {
+			h.log.Warn("reap the run's own leftovers", "run", runID, "err", err)
 		}
 	}
 	h.mu.Lock()
@@ -260,11 +147,7 @@ func (h *Harness) drive(ctx context.Context, runID string, plan sandboxPlan) (re
 	}()
 
 	if r.scen.Sandbox.Network == "internal" {
-		name, err := eng.EnsureNetwork(ctx, runID)
-		if err != nil {
-			return nil, err
-		}
-		r.network = name
+		r.network = true
 	} else {
 		h.warmFor(ctx, r)
 	}
@@ -301,14 +184,9 @@ func (h *Harness) drive(ctx context.Context, runID string, plan sandboxPlan) (re
 	}
 	rmCtx, rmCancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer rmCancel()
-	if err := eng.RemoveVolume(rmCtx, workspaceVolume(runID)); err != nil {
-		h.log.Warn("remove workspace volume", "run", runID, "err", err)
-	}
-	if r.network != "" {
-		r.removals.Wait() // the network goes once no container is on it
-		if err := eng.RemoveNetwork(rmCtx, r.network); err != nil {
-			h.log.Warn("remove sandbox network", "run", runID, "err", err)
-		}
+	r.removals.Wait() // what the run kept goes once no sandbox uses it
+	if err := b.Release(rmCtx, runID); err != nil {
+		h.log.Warn("release what the run kept (workspace, network)", "run", runID, "err", err)
 	}
 	return res, nil
 }

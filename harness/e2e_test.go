@@ -19,7 +19,7 @@ import (
 	"github.com/overnight-dev/overnight/chaos"
 	"github.com/overnight-dev/overnight/harness"
 	"github.com/overnight-dev/overnight/harness/harnesstest"
-	"github.com/overnight-dev/overnight/sandbox"
+	"github.com/overnight-dev/overnight/sandbox/docker"
 	"github.com/overnight-dev/overnight/scenarios"
 	"github.com/overnight-dev/overnight/scenarios/builtin"
 )
@@ -29,7 +29,7 @@ import (
 var (
 	initBinary string
 	testBinary string // sandbox/internal/testinit, for agents that misbehave on purpose
-	docker     *client.Client
+	dockerCli  *client.Client
 )
 
 var _ = SynchronizedBeforeSuite(func(ctx SpecContext) []byte {
@@ -51,7 +51,7 @@ var _ = SynchronizedBeforeSuite(func(ctx SpecContext) []byte {
 	initBinary = filepath.Join(string(dir), "overnight")
 	testBinary = filepath.Join(string(dir), "testinit")
 	var err error
-	docker, err = sandbox.Connect(ctx)
+	dockerCli, err = docker.Connect(ctx)
 	Expect(err).NotTo(HaveOccurred())
 }, NodeTimeout(6*time.Minute))
 
@@ -60,9 +60,9 @@ var _ = SynchronizedAfterSuite(func() {}, func(ctx SpecContext) {
 		return
 	}
 	// The sandbox images this suite's binaries made are removed with them.
-	if docker != nil {
-		eng := sandbox.New(docker, sandbox.Options{})
-		for _, spec := range []sandbox.ImageSpec{{InitBinary: initBinary}, {InitBinary: initBinary, AgentBinary: testBinary}} {
+	if dockerCli != nil {
+		eng := docker.New(dockerCli, docker.Options{})
+		for _, spec := range []docker.ImageSpec{{InitBinary: initBinary}, {InitBinary: initBinary, AgentBinary: testBinary}} {
 			if ref, err := eng.ImageRef(ctx, spec); err == nil {
 				Expect(eng.RemoveImage(ctx, ref)).To(Succeed())
 			}
@@ -74,16 +74,16 @@ var _ = SynchronizedAfterSuite(func() {}, func(ctx SpecContext) {
 // newHarness opens a harness on a fresh state dir and, after the spec,
 // checks that no container of that state dir is left behind.
 func newHarness(ctx context.Context, progress *syncBuffer) *harness.Harness {
-	return newHarnessOn(ctx, docker, progress)
+	return newHarnessOn(ctx, dockerCli, progress)
 }
 
 // newHarnessOn is newHarness whose harness reaches the engine through api
 // (the real engine with some calls changed, say).
-func newHarnessOn(ctx context.Context, api sandbox.API, progress *syncBuffer) *harness.Harness {
+func newHarnessOn(ctx context.Context, api docker.API, progress *syncBuffer) *harness.Harness {
 	state := GinkgoT().TempDir()
 	// The harness's diagnostics (warnings of engine calls that failed, for
 	// one) are shown with a spec that fails.
-	opts := harness.Options{StateDir: state, InitBinary: initBinary, Docker: api,
+	opts := harness.Options{StateDir: state, InitBinary: initBinary, Sandbox: docker.Using(api),
 		Logger: slog.New(slog.NewTextHandler(GinkgoWriter, &slog.HandlerOptions{Level: slog.LevelDebug}))}
 	if progress != nil {
 		opts.Progress = progress
@@ -92,7 +92,7 @@ func newHarnessOn(ctx context.Context, api sandbox.API, progress *syncBuffer) *h
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(func(ctx SpecContext) {
 		Expect(h.Close()).To(Succeed())
-		Expect(harnesstest.Leftovers(ctx, docker, state)).To(BeEmpty(), "containers left behind by the run")
+		Expect(harnesstest.Leftovers(ctx, dockerCli, state)).To(BeEmpty(), "containers left behind by the run")
 	})
 	return h
 }
@@ -318,7 +318,7 @@ var _ = Describe("the deploy scenario against the real engine", func() {
 		Expect(err).NotTo(HaveOccurred())
 		Expect(runs[0].RunID).To(Equal(runID))
 		Expect(runs[0].Status).To(Equal(harness.StatusInterrupted))
-		left, err := harnesstest.Containers(ctx, docker, h.StateDir())
+		left, err := harnesstest.Containers(ctx, dockerCli, h.StateDir())
 		Expect(err).NotTo(HaveOccurred())
 		Expect(left).To(BeEmpty())
 
@@ -333,8 +333,8 @@ var _ = Describe("the deploy scenario against the real engine", func() {
 	}, SpecTimeout(2*time.Minute))
 
 	It("ends the run interrupted, not with a guessed exit code, when the engine goes away mid-run; resume finishes it", func(ctx SpecContext) {
-		target := strings.TrimPrefix(docker.DaemonHost(), "unix://")
-		Expect(target).NotTo(Equal(docker.DaemonHost()), "this test needs the engine on a unix socket")
+		target := strings.TrimPrefix(dockerCli.DaemonHost(), "unix://")
+		Expect(target).NotTo(Equal(dockerCli.DaemonHost()), "this test needs the engine on a unix socket")
 		proxy := newCutProxy(filepath.Join(GinkgoT().TempDir(), "docker.sock"), target)
 		flaky, err := client.NewClientWithOpts(client.WithHost("unix://"+proxy.l.Addr().String()), client.WithAPIVersionNegotiation())
 		Expect(err).NotTo(HaveOccurred())
@@ -342,7 +342,7 @@ var _ = Describe("the deploy scenario against the real engine", func() {
 
 		state := GinkgoT().TempDir()
 		DeferCleanup(func(ctx SpecContext) {
-			Expect(harnesstest.Leftovers(ctx, docker, state)).To(BeEmpty(), "left behind by the run")
+			Expect(harnesstest.Leftovers(ctx, dockerCli, state)).To(BeEmpty(), "left behind by the run")
 		})
 		progress := &syncBuffer{}
 		progress.notify = func(line string) {
@@ -350,7 +350,7 @@ var _ = Describe("the deploy scenario against the real engine", func() {
 				go func() { time.Sleep(500 * time.Millisecond); proxy.cut() }()
 			}
 		}
-		h, err := harness.Open(ctx, harness.Options{StateDir: state, InitBinary: initBinary, Docker: flaky, Progress: progress})
+		h, err := harness.Open(ctx, harness.Options{StateDir: state, InitBinary: initBinary, Sandbox: docker.Using(flaky), Progress: progress})
 		Expect(err).NotTo(HaveOccurred())
 		var runID string
 		s := deployWith("  slow: {builtin: deployer, args: [--step-delay, 300ms]}\n")
@@ -358,7 +358,7 @@ var _ = Describe("the deploy scenario against the real engine", func() {
 		Expect(err).To(MatchError(ContainSubstring("lost track of container")))
 		Expect(h.Close()).To(Succeed())
 
-		h2, err := harness.Open(ctx, harness.Options{StateDir: state, InitBinary: initBinary, Docker: docker})
+		h2, err := harness.Open(ctx, harness.Options{StateDir: state, InitBinary: initBinary, Sandbox: docker.Using(dockerCli)})
 		Expect(err).NotTo(HaveOccurred())
 		defer h2.Close()
 		runs, err := h2.Runs()

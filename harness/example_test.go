@@ -8,7 +8,7 @@ import (
 
 	"github.com/overnight-dev/overnight/chaos"
 	"github.com/overnight-dev/overnight/harness"
-	"github.com/overnight-dev/overnight/sandbox"
+	"github.com/overnight-dev/overnight/sandbox/docker"
 	"github.com/overnight-dev/overnight/scenarios"
 )
 
@@ -96,12 +96,12 @@ func ExampleHarness_Check() {
 
 // removeImage removes the sandbox image the example's init binary made.
 func removeImage(ctx context.Context, bin string) {
-	api, err := sandbox.Connect(ctx)
+	api, err := docker.Connect(ctx)
 	if err != nil {
 		return
 	}
-	eng := sandbox.New(api, sandbox.Options{})
-	if ref, err := eng.ImageRef(ctx, sandbox.ImageSpec{InitBinary: bin}); err == nil {
+	eng := docker.New(api, docker.Options{})
+	if ref, err := eng.ImageRef(ctx, docker.ImageSpec{InitBinary: bin}); err == nil {
 		_ = eng.RemoveImage(ctx, ref)
 	}
 }

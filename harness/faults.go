@@ -503,7 +503,7 @@ func (r *run) intentCount() int        { return r.fx.intents }
 func (r *run) target() chaos.Target    { return runTarget{r} }
 
 func (r *run) aliveAttempt() int {
-	if r.sup.container == "" {
+	if r.sup.box == nil {
 		return 0
 	}
 	return r.sup.current

@@ -14,6 +14,7 @@ import (
 
 	"github.com/overnight-dev/overnight/harness/harnesstest"
 	"github.com/overnight-dev/overnight/sandbox"
+	"github.com/overnight-dev/overnight/sandbox/docker"
 )
 
 // BenchmarkLoadgenFloor is the floor under reflect.BenchmarkReplay: the same
@@ -33,13 +34,13 @@ func BenchmarkLoadgenFloor(b *testing.B) {
 	if err := harnesstest.Build(ctx, "./cmd/overnight", bin, fmt.Sprintf("floor-%d", time.Now().UnixNano())); err != nil {
 		b.Fatal(err)
 	}
-	api, err := sandbox.Connect(ctx)
+	api, err := docker.Connect(ctx)
 	if err != nil {
 		b.Fatal(err)
 	}
 	state := filepath.Join(dir, "state") // names this benchmark's containers (labels) only
-	eng := sandbox.New(api, sandbox.Options{StateHash: sandbox.StateHash(state)})
-	image, err := eng.EnsureImage(ctx, sandbox.ImageSpec{InitBinary: bin})
+	eng := docker.New(api, docker.Options{StateHash: sandbox.StateHash(state)})
+	image, err := eng.EnsureImage(ctx, docker.ImageSpec{InitBinary: bin})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -70,7 +71,7 @@ func BenchmarkLoadgenFloor(b *testing.B) {
 	var rates []float64
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		sb, err := eng.Create(ctx, sandbox.Spec{
+		sb, err := eng.Create(ctx, docker.ContainerSpec{
 			RunID: fmt.Sprintf("floor-%d-%d", time.Now().UnixNano(), i), Attempt: 1, Image: image,
 			Cmd:       []string{sandbox.InitPath, "agent", "loadgen", "--requests", fmt.Sprint(requests)},
 			SocketDir: sockDir,
@@ -96,7 +97,7 @@ func BenchmarkLoadgenFloor(b *testing.B) {
 
 // floorRate runs sandbox id to its end and returns the time its load
 // generator reported for its requests.
-func floorRate(ctx context.Context, eng *sandbox.Engine, id string, reports <-chan []byte) (time.Duration, error) {
+func floorRate(ctx context.Context, eng *docker.Engine, id string, reports <-chan []byte) (time.Duration, error) {
 	if err := eng.Start(ctx, id); err != nil {
 		return 0, err
 	}

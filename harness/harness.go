@@ -87,9 +87,12 @@ type Options struct {
 	// overnight CLI; a Go program or test that uses this package builds
 	// one with BuildInitBinary.
 	InitBinary string
-	// Docker is the engine client. Default: sandbox.Connect on first use
-	// (commands that need no Docker never connect).
-	Docker sandbox.API
+	// Sandbox is the sandbox backend runs start their sandboxes on, opened
+	// for the state dir on first use (commands that start no sandbox never
+	// open it). Default: Docker (sandbox/docker's Type: the engine the
+	// environment names). A Docker client of the caller's own:
+	// docker.Using(cli).
+	Sandbox sandbox.Type
 	// Logger receives diagnostics. Default: discard.
 	Logger *slog.Logger
 	// Progress receives one human-readable line per notable event of a
@@ -144,14 +147,10 @@ type Harness struct {
 	log     *slog.Logger
 	state   string // absolute state dir
 
-	mu     sync.Mutex
-	docker sandbox.API
-	eng    *sandbox.Engine
-	live   map[string]bool
-	images map[imageKey]string // sandbox images made by this process (see image)
-	// reapedAt is when a run of this process last reaped (see reapDue).
-	reapedAt time.Time
-	pool     *sandbox.NetPool // network-namespace holders (see netPool); nil until used
+	mu      sync.Mutex
+	sandbox sandbox.Backend // opened on first use (see backend)
+	janitor *janitor        // reaps dead runs' leftovers; started with the backend
+	live    map[string]bool
 
 	control *controlServer // the state dir's control socket (nil: none)
 	// index keeps the runs' headers for QueryRuns, told by w of every run
@@ -175,6 +174,9 @@ func Open(ctx context.Context, opts Options) (*Harness, error) {
 	if opts.Worlds == nil {
 		opts.Worlds = DefaultWorlds()
 	}
+	if opts.Sandbox.Open == nil {
+		opts.Sandbox = DefaultBackend()
+	}
 	if opts.Faults == nil {
 		opts.Faults = chaos.Default()
 	}
@@ -191,8 +193,7 @@ func Open(ctx context.Context, opts Options) (*Harness, error) {
 		return nil, err
 	}
 	h := &Harness{opts: opts, j: j, w: history.NewWriter(j), history: history.NewReader(j, opts.Worlds),
-		log: opts.Logger, state: abs, docker: opts.Docker, live: map[string]bool{}, images: map[imageKey]string{},
-		index: history.NewRunIndex()}
+		log: opts.Logger, state: abs, live: map[string]bool{}, index: history.NewRunIndex()}
 	h.w.Track(h.index)
 	h.control = h.serveControl()
 	return h, nil
@@ -216,9 +217,7 @@ func requireJournal(abs string) error {
 // Close releases the state dir. Runs must have returned first.
 func (h *Harness) Close() error {
 	h.control.close()
-	if err := h.currentPool().Close(context.Background()); err != nil {
-		h.log.Warn("remove network namespace holders", "err", err)
-	}
+	h.closeBackend()
 	return h.j.Close()
 }
 
@@ -259,33 +258,6 @@ func (h *Harness) isLive(runID string) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.live[runID]
-}
-
-// engine connects to Docker on first use.
-func (h *Harness) engine(ctx context.Context) (*sandbox.Engine, error) {
-	h.mu.Lock()
-	if h.eng != nil {
-		e := h.eng
-		h.mu.Unlock()
-		return e, nil
-	}
-	api := h.docker
-	h.mu.Unlock()
-	if api == nil {
-		c, err := sandbox.Connect(ctx)
-		if err != nil {
-			return nil, err
-		}
-		api = c
-	}
-	eng := sandbox.New(api, sandbox.Options{StateHash: sandbox.StateHash(h.state), Logger: h.log, KeepVolume: h.resumable})
-	h.mu.Lock()
-	if h.eng == nil {
-		h.docker, h.eng = api, eng
-	}
-	eng = h.eng
-	h.mu.Unlock()
-	return eng, nil
 }
 
 // initBinary is the overnight binary injected into sandboxes.

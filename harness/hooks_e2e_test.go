@@ -12,6 +12,7 @@ import (
 	"github.com/overnight-dev/overnight/harness"
 	"github.com/overnight-dev/overnight/harness/harnesstest"
 	"github.com/overnight-dev/overnight/harness/history"
+	"github.com/overnight-dev/overnight/sandbox/docker"
 	"github.com/overnight-dev/overnight/sandbox/protocol"
 	"github.com/overnight-dev/overnight/scenarios"
 	"github.com/overnight-dev/overnight/scenarios/cloud"
@@ -77,11 +78,11 @@ func (rc *recorder) kinds() []string {
 // hooked opens a harness whose runs get rc's hooks.
 func hooked(ctx context.Context, rc *recorder) *harness.Harness {
 	state := GinkgoT().TempDir()
-	h, err := harness.Open(ctx, harness.Options{StateDir: state, InitBinary: initBinary, Docker: docker, Extension: rc})
+	h, err := harness.Open(ctx, harness.Options{StateDir: state, InitBinary: initBinary, Sandbox: docker.Using(dockerCli), Extension: rc})
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(func(ctx SpecContext) {
 		Expect(h.Close()).To(Succeed())
-		Expect(harnesstest.Leftovers(ctx, docker, state)).To(BeEmpty(), "containers left behind by the run")
+		Expect(harnesstest.Leftovers(ctx, dockerCli, state)).To(BeEmpty(), "containers left behind by the run")
 	})
 	return h
 }

@@ -36,12 +36,12 @@ func importAgentImage(ctx context.Context, bin string, changes ...string) string
 	Expect(err).NotTo(HaveOccurred())
 	Expect(tw.Close()).To(Succeed())
 	ref := fmt.Sprintf("overnight-test-agent:%d", time.Now().UnixNano())
-	rc, err := docker.ImageImport(ctx, image.ImportSource{Source: &rootfs, SourceName: "-"}, ref, image.ImportOptions{Changes: changes})
+	rc, err := dockerCli.ImageImport(ctx, image.ImportSource{Source: &rootfs, SourceName: "-"}, ref, image.ImportOptions{Changes: changes})
 	Expect(err).NotTo(HaveOccurred())
 	_, _ = io.Copy(io.Discard, rc)
 	Expect(rc.Close()).To(Succeed())
 	DeferCleanup(func(ctx context.Context) {
-		_, err := docker.ImageRemove(ctx, ref, image.RemoveOptions{Force: true, PruneChildren: true})
+		_, err := dockerCli.ImageRemove(ctx, ref, image.RemoveOptions{Force: true, PruneChildren: true})
 		Expect(err).NotTo(HaveOccurred())
 	})
 	return ref
@@ -69,12 +69,12 @@ var _ = Describe("an agent brought in its own image", func() {
 		Expect(res.Attempts).To(Equal(2))
 		Expect(stdout(h, res.RunID, 2)).To(ContainSubstring("starting after step 3"), "its workspace and checkpoint carried over")
 		// An image built on the agent's would hold the agent image's layer.
-		agentImg, err := docker.ImageInspect(ctx, ref)
+		agentImg, err := dockerCli.ImageInspect(ctx, ref)
 		Expect(err).NotTo(HaveOccurred())
-		managed, err := docker.ImageList(ctx, image.ListOptions{Filters: filters.NewArgs(filters.Arg("label", sandbox.LabelManaged+"=true"))})
+		managed, err := dockerCli.ImageList(ctx, image.ListOptions{Filters: filters.NewArgs(filters.Arg("label", sandbox.LabelManaged+"=true"))})
 		Expect(err).NotTo(HaveOccurred())
 		for _, img := range managed {
-			info, err := docker.ImageInspect(ctx, img.ID)
+			info, err := dockerCli.ImageInspect(ctx, img.ID)
 			if err != nil {
 				continue // another suite removed it meanwhile
 			}

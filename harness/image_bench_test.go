@@ -14,7 +14,7 @@ import (
 	"github.com/docker/docker/api/types/image"
 
 	"github.com/overnight-dev/overnight/harness"
-	"github.com/overnight-dev/overnight/sandbox"
+	"github.com/overnight-dev/overnight/sandbox/docker"
 	"github.com/overnight-dev/overnight/scenarios"
 	"github.com/overnight-dev/overnight/scenarios/builtin"
 )
@@ -31,7 +31,7 @@ func BenchmarkNeverSeenImage(b *testing.B) {
 	h, bin, done := benchHarnessBin(b)
 	defer done()
 	ctx := context.Background()
-	api, err := sandbox.Connect(ctx)
+	api, err := docker.Connect(ctx)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/overnight-dev/overnight/harness"
 	"github.com/overnight-dev/overnight/harness/harnesstest"
-	"github.com/overnight-dev/overnight/sandbox"
+	"github.com/overnight-dev/overnight/sandbox/docker"
 	"github.com/overnight-dev/overnight/sandbox/protocol"
 	"github.com/overnight-dev/overnight/scenarios"
 )
@@ -43,8 +43,8 @@ var _ = Describe("an agent on openai-go in a real sandbox", Ordered, func() {
 		agentBinary = filepath.Join(dir, "openaiagent")
 		Expect(harnesstest.Build(ctx, "./harness/testdata/openaiagent", agentBinary, fmt.Sprintf("llm-e2e-%d", time.Now().UnixNano()))).To(Succeed())
 		DeferCleanup(func(ctx SpecContext) {
-			eng := sandbox.New(docker, sandbox.Options{})
-			if ref, err := eng.ImageRef(ctx, sandbox.ImageSpec{InitBinary: initBinary, AgentBinary: agentBinary}); err == nil {
+			eng := docker.New(dockerCli, docker.Options{})
+			if ref, err := eng.ImageRef(ctx, docker.ImageSpec{InitBinary: initBinary, AgentBinary: agentBinary}); err == nil {
 				Expect(eng.RemoveImage(ctx, ref)).To(Succeed())
 			}
 		})

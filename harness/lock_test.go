@@ -12,18 +12,20 @@ import (
 	"github.com/overnight-dev/overnight/scenarios"
 )
 
-// stuckEngine is a Docker engine whose kill hangs until released: the
-// unit-test fake for a slow engine (only ContainerKill is ever called).
-type stuckEngine struct {
-	sandbox.API
+// stuckSandbox is a sandbox whose signal hangs until released: the
+// unit-test fake for a slow backend (only Signal is ever called).
+type stuckSandbox struct {
+	sandbox.Sandbox
 	called  chan struct{}
 	release chan struct{}
 }
 
-func (e *stuckEngine) ContainerKill(ctx context.Context, id, signal string) error {
-	close(e.called)
+func (s *stuckSandbox) ID() string { return "the-sandbox" }
+
+func (s *stuckSandbox) Signal(ctx context.Context, sig string) error {
+	close(s.called)
 	select {
-	case <-e.release:
+	case <-s.release:
 	case <-ctx.Done():
 	}
 	return nil
@@ -31,8 +33,8 @@ func (e *stuckEngine) ContainerKill(ctx context.Context, id, signal string) erro
 
 var _ = Describe("the run's lock", func() {
 	It("is not held while a fault waits for the Docker engine: other requests of the run go on", func(ctx SpecContext) {
-		eng := &stuckEngine{called: make(chan struct{}), release: make(chan struct{})}
-		h, err := Open(ctx, Options{StateDir: GinkgoT().TempDir(), Docker: eng})
+		eng := &stuckSandbox{called: make(chan struct{}), release: make(chan struct{})}
+		h, err := Open(ctx, Options{StateDir: GinkgoT().TempDir()})
 		Expect(err).NotTo(HaveOccurred())
 		scen, err := scenarios.Parse("backend-test.yaml", []byte(backendScenario))
 		Expect(err).NotTo(HaveOccurred())
@@ -44,7 +46,7 @@ var _ = Describe("the run's lock", func() {
 		old := lr.attempt()
 		cur := lr.attempt()
 		lr.r.mu.Lock()
-		lr.r.sup.container = "the-container" // attempt 2 runs (as far as the faults know)
+		lr.r.sup.box = eng // attempt 2 runs (as far as the faults know)
 		lr.r.mu.Unlock()
 
 		done := make(chan error, 1)

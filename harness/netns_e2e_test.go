@@ -29,7 +29,7 @@ var _ = Describe("warm network namespaces", func() {
 		Eventually(h.WarmReady).WithTimeout(time.Minute).Should(Equal(1))
 		dead := harness.NetHolders(h)
 		Expect(dead).To(HaveLen(1))
-		Expect(docker.ContainerKill(ctx, dead[0], "SIGKILL")).To(Succeed())
+		Expect(dockerCli.ContainerKill(ctx, dead[0], "SIGKILL")).To(Succeed())
 		res, err := h.Run(ctx, harness.RunRequest{Scenario: deploy()})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(res.Verdict).To(Equal(harness.VerdictPass), res.Reason)

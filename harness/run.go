@@ -68,7 +68,7 @@ type run struct {
 	llm    *llmPath // nil: the run serves no model
 
 	link    *chaos.Link // the agent's link to the gateway (nil until driven)
-	network string      // the sandbox network of the run ("": none)
+	network bool        // the run's sandboxes are on its network (sandbox: {network: internal})
 	// Held replies (see HoldReply), under holdMu alone: a reply never waits
 	// for mu.
 	holdMu   sync.Mutex

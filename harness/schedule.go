@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/overnight-dev/overnight/chaos"
@@ -177,8 +178,9 @@ func (h *Harness) check(scen *scenarios.Scenario, instances []chaos.Instance) er
 		if _, err := h.opts.Faults.Build(in.Spec); err != nil {
 			return err
 		}
-		if k, _ := h.opts.Faults.Lookup(in.Spec.Kind); k.NeedsNetwork && scen.Sandbox.Network != "internal" {
-			return fmt.Errorf("fault %q: scenario %s gives its sandbox no network to disconnect: add `sandbox: {network: internal}` to it", in.Spec.String(), scen.Name)
+		k, _ := h.opts.Faults.Lookup(in.Spec.Kind)
+		if why := lacking(scen, k, h.opts.Sandbox); len(why) > 0 {
+			return fmt.Errorf("fault %q: %w: %s", in.Spec.String(), chaos.ErrUnsupported, strings.Join(why, "; "))
 		}
 	}
 	return nil

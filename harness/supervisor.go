@@ -35,15 +35,15 @@ const doneGrace = 10 * time.Second
 // under the run's lock.
 type attempts struct {
 	list       []history.AttemptRecord
-	current    int            // the attempt allowed to write (0: none since the run was loaded)
-	tokens     map[string]int // sha256(token) -> attempt
-	seen       map[int]bool   // attempts that have made a request
-	container  string         // the current attempt's running container
-	starting   string         // the current attempt's container, created, maybe not yet running
-	killedBy   map[int]string // attempt -> the fault that ended it
+	current    int             // the attempt allowed to write (0: none since the run was loaded)
+	tokens     map[string]int  // sha256(token) -> attempt
+	seen       map[int]bool    // attempts that have made a request
+	box        sandbox.Sandbox // the current attempt's running sandbox
+	starting   sandbox.Sandbox // the current attempt's sandbox, started, maybe not yet seen running
+	killedBy   map[int]string  // attempt -> the fault that ended it
 	killIssued map[int]time.Time
-	paused     string // the container a pause fault froze
-	detached   string // the container a disconnect fault detached
+	frozen     sandbox.Sandbox // the sandbox a pause fault froze
+	cut        sandbox.Sandbox // the sandbox a disconnect fault cut from its network
 	// ending marks attempts the supervisor itself is ending (Ctrl-C, the
 	// horizon, a spent budget, done and not exiting).
 	ending map[int]bool
@@ -68,8 +68,8 @@ func (a *attempts) authenticate(token string) (int, bool) {
 	n, ok := a.tokens[hashHex([]byte(token))]
 	if ok {
 		a.seen[n] = true
-		if n == a.current && a.container == "" && a.starting != "" {
-			a.container = a.starting
+		if n == a.current && a.box == nil && a.starting != nil {
+			a.box = a.starting
 		}
 	}
 	return n, ok
@@ -104,14 +104,14 @@ func (a *attempts) resumed(n int) {
 	}
 }
 
-// frozen reports whether the current attempt's container is paused.
-func (a *attempts) frozen() bool { return a.paused != "" && a.paused == a.container }
+// isFrozen reports whether the current attempt's sandbox is frozen.
+func (a *attempts) isFrozen() bool { return a.frozen != nil && a.frozen == a.box }
 
 // cutOff reports whether attempt n can no longer act: a fault ended or
 // froze it, or another attempt owns the run.
 func (a *attempts) cutOff(n int) bool {
 	_, killed := a.killedBy[n]
-	return killed || a.frozen() || a.current != n
+	return killed || a.isFrozen() || a.current != n
 }
 
 // gone reports whether attempt n is over, or being ended by the
@@ -172,7 +172,7 @@ func backoff(stalled int) time.Duration {
 // attempt is a new container with a new token; the previous attempt's token
 // is fenced from then on.
 func (r *run) supervise(ctx context.Context, spec sandboxPlan) (endState, error) {
-	eng, err := r.h.engine(ctx)
+	b, err := r.h.backend(ctx)
 	if err != nil {
 		return endState{}, err
 	}
@@ -247,7 +247,7 @@ func (r *run) supervise(ctx context.Context, spec sandboxPlan) (endState, error)
 		if err := r.holdDown(ctx); err != nil {
 			return endState{}, err
 		}
-		if err := r.attempt(ctx, eng, n, renew, spec); err != nil {
+		if err := r.attempt(ctx, b, n, renew, spec); err != nil {
 			if ctx.Err() != nil {
 				return r.stopped(ctx)
 			}
@@ -324,23 +324,16 @@ func describe(a history.AttemptRecord) string {
 	return fmt.Sprintf("attempt %d %s", a.N, s)
 }
 
-// sandboxPlan is what every attempt's container is made of.
+// sandboxPlan is what every attempt's sandbox is made of: the prepared
+// agent and the environment the scenario gives it.
 type sandboxPlan struct {
-	image string
-	cmd   []string
+	image sandbox.Image
 	env   map[string]string
-	// For an agent's own image: the entrypoint (the init), the working
-	// directory, the init binary to mount, and the sandbox image that
-	// seeds the workspace volume.
-	entrypoint []string
-	workdir    string
-	initBin    string
-	seed       string
 }
 
-// attempt runs one container to its end. It returns an error only when the
-// harness itself failed (Docker, journal).
-func (r *run) attempt(ctx context.Context, eng *sandbox.Engine, n int, renewed bool, plan sandboxPlan) (err error) {
+// attempt runs one sandbox to its end. It returns an error only when the
+// harness itself failed (the backend, the journal).
+func (r *run) attempt(ctx context.Context, b sandbox.Backend, n int, renewed bool, plan sandboxPlan) (err error) {
 	ctx, span := r.h.tracer().Start(ctx, SpanAttempt, trace.WithAttributes(AttrRunID.String(r.rec.ID), AttrAttempt.Int(n)))
 	defer func() { endSpan(span, err) }()
 	token, err := r.beginAttempt(ctx, n, renewed)
@@ -354,89 +347,57 @@ func (r *run) attempt(ctx context.Context, eng *sandbox.Engine, n int, renewed b
 	for k, v := range plan.env {
 		env[k] = v
 	}
-	env[protocol.EnvSocket] = sandbox.GatewayDir + "/" + gateway.SocketName
-	env[protocol.EnvURL] = "http://127.0.0.1:7070"
+	env[protocol.EnvSocket] = sandbox.GatewaySocket
+	env[protocol.EnvURL] = sandbox.RelayURL
 	env[protocol.EnvToken] = token
 	env[protocol.EnvRunID] = r.rec.ID
 	env[protocol.EnvAttempt] = fmt.Sprint(n)
 	// Any OpenAI client inside works unchanged: its base URL is the
 	// gateway's LLM endpoint (through the init's relay) and its key is the
 	// attempt's token. The provider's own key never enters the sandbox.
-	env["OPENAI_BASE_URL"] = "http://127.0.0.1:7070/v1/llm"
+	env["OPENAI_BASE_URL"] = sandbox.RelayURL + "/v1/llm"
 	env["OPENAI_API_KEY"] = token
 
-	// Create and start run to completion even on Ctrl-C, so that the
-	// harness always learns the container's id and can remove it; the
-	// cancellation is acted on right after.
+	// Start runs to completion even on Ctrl-C, so that the harness always
+	// learns the sandbox's id and can remove it; the cancellation is acted
+	// on right after.
 	dctx, dcancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 	defer dcancel()
 	spec := sandbox.Spec{
-		RunID: r.rec.ID, Attempt: n, Image: plan.image, Cmd: plan.cmd, Env: env,
-		Entrypoint: plan.entrypoint, WorkingDir: plan.workdir, InitBinary: plan.initBin, SeedImage: plan.seed,
-		SocketDir: r.rec.SocketDir, Workspace: workspaceVolume(r.rec.ID), Network: r.network,
+		RunID: r.rec.ID, Attempt: n, Image: plan.image, Env: env,
+		SocketDir: r.rec.SocketDir, Workspace: true, Network: r.network,
 	}
-	// A warm network namespace when one is ready (see sandbox.NetPool);
-	// it goes back to the pool once this container is removed.
-	pool := r.h.currentPool()
-	if r.network == "" {
-		spec.NetNS = pool.Take()
+	sb, err := b.Start(dctx, spec)
+	if err != nil {
+		r.endAttempt(ctx, n, nil, nil, "could not start its sandbox: "+err.Error())
+		return fmt.Errorf("attempt %d: %w", n, err)
 	}
-	var sb *sandbox.Sandbox
-	for {
-		sb, err = eng.Create(dctx, spec)
-		if err != nil {
-			pool.Return(spec.NetNS)
-			r.endAttempt(ctx, n, "", nil, "could not create its container: "+err.Error(), nil)
-			return fmt.Errorf("attempt %d: %w", n, err)
-		}
-		r.mu.Lock()
-		r.sup.list[n-1].Container = sb.ID
-		r.sup.starting = sb.ID
-		att := r.sup.list[n-1]
-		r.mu.Unlock()
-		// The container id is durable before the container runs, so a resume
-		// after a harness crash can name the orphan it reaps.
-		if err := r.put(context.WithoutCancel(ctx), history.AttemptEntry(r.rec.ID, att)); err != nil {
-			r.log.Warn("record container of attempt", "attempt", n, "err", err)
-		}
-		err = eng.Start(dctx, sb.ID)
-		if err == nil || spec.NetNS == "" || pool.Alive(dctx, spec.NetNS) {
-			break // started, or failed for its own sake
-		}
-		// The holder did not serve (it died): this sandbox gets a namespace
-		// of its own instead.
-		r.log.Warn("start sandbox in a warm network namespace", "holder", spec.NetNS, "err", err)
-		if rerr := eng.Remove(dctx, sb.ID); rerr != nil {
-			break
-		}
-		pool.Discard(spec.NetNS)
-		spec.NetNS = ""
+	r.mu.Lock()
+	r.sup.list[n-1].Container = sb.ID()
+	r.sup.starting = sb
+	att := r.sup.list[n-1]
+	r.mu.Unlock()
+	// The sandbox's id is durable before the attempt's verdict on it, so a
+	// resume after a harness crash can name the orphan it reaps.
+	if err := r.put(context.WithoutCancel(ctx), history.AttemptEntry(r.rec.ID, att)); err != nil {
+		r.log.Warn("record sandbox of attempt", "attempt", n, "err", err)
 	}
-	holder := spec.NetNS
 	cleanup := func() {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
-		if err := eng.Remove(cctx, sb.ID); err != nil {
-			r.log.Warn("remove container", "container", sb.ID, "err", err)
-			pool.Discard(holder) // it may still be joined
-			return
+		if err := sb.Remove(cctx); err != nil {
+			r.log.Warn("remove sandbox", "sandbox", sb.ID(), "err", err)
 		}
-		pool.Return(holder)
 	}
-	if err != nil {
-		r.endAttempt(ctx, n, sb.ID, nil, "could not start: "+err.Error(), eng)
-		cleanup()
-		return fmt.Errorf("attempt %d: %w", n, err)
-	}
-	// Only a running container is something a fault can act on. A fresh
-	// container has not been idle: the clock's idle jump waits for it as
-	// for any agent that just made a request.
+	// Only a running sandbox is something a fault can act on. A fresh
+	// sandbox has not been idle: the clock's idle jump waits for it as for
+	// any agent that just made a request.
 	r.mu.Lock()
-	r.sup.container = sb.ID
+	r.sup.box = sb
 	r.clock.lastActivity = time.Now()
 	r.faults.reapplyToAttempt(ctx)
 	r.unlock()
-	r.progress("attempt %d started (container %.12s)", n, sb.ID)
+	r.progress("attempt %d started (sandbox %.12s)", n, sb.ID())
 	r.appendEvent(ctx, "harness.attempt", fmt.Sprintf("attempt %d started", n), map[string]any{"attempt": n})
 
 	type waited struct {
@@ -447,7 +408,7 @@ func (r *run) attempt(ctx context.Context, eng *sandbox.Engine, n int, renewed b
 	waitCtx, stopWait := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopWait()
 	go func() {
-		code, err := eng.Wait(waitCtx, sb.ID)
+		code, err := sb.Wait(waitCtx)
 		waitCh <- waited{code, err}
 	}()
 	kill := func(why string) waited {
@@ -456,14 +417,14 @@ func (r *run) attempt(ctx context.Context, eng *sandbox.Engine, n int, renewed b
 		r.mu.Unlock()
 		kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
-		if err := eng.Kill(kctx, sb.ID, "SIGKILL"); err != nil {
-			r.log.Warn("kill container", "container", sb.ID, "why", why, "err", err)
+		if err := sb.Signal(kctx, "SIGKILL"); err != nil {
+			r.log.Warn("kill sandbox", "sandbox", sb.ID(), "why", why, "err", err)
 		}
 		select {
 		case w := <-waitCh:
 			return w
 		case <-time.After(30 * time.Second):
-			return waited{-1, fmt.Errorf("container %s did not die within 30s of SIGKILL", sb.ID)}
+			return waited{-1, fmt.Errorf("sandbox %s did not die within 30s of SIGKILL", sb.ID())}
 		}
 	}
 	r.mu.Lock()
@@ -493,15 +454,15 @@ func (r *run) attempt(ctx context.Context, eng *sandbox.Engine, n int, renewed b
 		w = kill(end)
 	}
 	if w.err != nil {
-		// The engine lost track of the container: its fate is unknown, so
+		// The backend lost track of the sandbox: its fate is unknown, so
 		// no exit code is recorded and no next attempt starts (two could
-		// run at once). The run ends interrupted and resumable; the reaper
-		// of the next run or resume removes whatever is left.
-		end := "lost: the Docker engine stopped answering about its container: " + w.err.Error()
-		r.endAttempt(ctx, n, sb.ID, nil, end, eng)
+		// run at once). The run ends interrupted and resumable; the
+		// janitor, or the resume, removes whatever is left.
+		end := "lost: the sandbox backend stopped answering about its sandbox: " + w.err.Error()
+		r.endAttempt(ctx, n, sb, nil, end)
 		cleanup()
 		r.progress("attempt %d %s", n, end)
-		return fmt.Errorf("attempt %d: lost track of container %.12s: %w", n, sb.ID, w.err)
+		return fmt.Errorf("attempt %d: lost track of sandbox %.12s: %w", n, sb.ID(), w.err)
 	}
 	exitedAt := time.Now().UTC()
 	r.mu.Lock()
@@ -518,8 +479,8 @@ func (r *run) attempt(ctx context.Context, eng *sandbox.Engine, n int, renewed b
 	}
 	r.mu.Unlock()
 	code := w.code
-	span.SetAttributes(AttrContainer.String(sb.ID), AttrEnd.String(end), AttrExitCode.Int(code))
-	r.endAttempt(ctx, n, sb.ID, &code, end, eng)
+	span.SetAttributes(AttrContainer.String(sb.ID()), AttrEnd.String(end), AttrExitCode.Int(code))
+	r.endAttempt(ctx, n, sb, &code, end)
 	// Its logs are kept; the dead container goes in the background so the
 	// next attempt need not wait for it (supervise waits before returning).
 	r.removals.Add(1)
@@ -564,22 +525,22 @@ func (r *run) beginAttempt(ctx context.Context, n int, renewed bool) (string, er
 	r.holdMu.Lock()
 	r.dead[n] = make(chan struct{})
 	r.holdMu.Unlock()
-	r.sup.container = ""
+	r.sup.box = nil
 	return token, nil
 }
 
 // endAttempt keeps the attempt's logs as blobs and records how it ended.
-func (r *run) endAttempt(ctx context.Context, n int, container string, code *int, end string, eng *sandbox.Engine) {
+func (r *run) endAttempt(ctx context.Context, n int, sb sandbox.Sandbox, code *int, end string) {
 	r.seenDead(n) // before the logs are read: held replies need not wait for that
 	ctx = context.WithoutCancel(ctx)
 	var outHash, errHash string
-	if eng != nil && container != "" {
+	if sb != nil {
 		lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		stdout, stderr, err := eng.Logs(lctx, container)
+		stdout, stderr, err := sb.Logs(lctx)
 		cancel()
 		if err != nil {
-			// No blobs: the reaper may still recover the logs later.
-			r.log.Warn("read container logs", "container", container, "err", err)
+			// No blobs: the janitor may still recover the logs later.
+			r.log.Warn("read sandbox logs", "sandbox", sb.ID(), "err", err)
 		} else {
 			outHash, errHash = keepLogs(ctx, r.h, stdout, stderr)
 		}
@@ -587,10 +548,10 @@ func (r *run) endAttempt(ctx context.Context, n int, container string, code *int
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.sup.current == n {
-		r.sup.container, r.sup.starting = "", "" // nothing left for a fault to act on until the next attempt
+		r.sup.box, r.sup.starting = nil, nil // nothing left for a fault to act on until the next attempt
 	}
-	if r.sup.paused == container {
-		r.sup.paused = "" // a frozen container that died needs no thawing
+	if sb != nil && r.sup.frozen == sb {
+		r.sup.frozen = nil // a frozen sandbox that died needs no thawing
 	}
 	a := &r.sup.list[n-1]
 	a.EndedAt, a.ExitCode, a.End, a.StdoutBlob, a.StderrBlob = time.Now().UTC(), code, end, outHash, errHash
@@ -656,5 +617,3 @@ func keepLogs(ctx context.Context, h *Harness, stdout, stderr []byte) (string, s
 	}
 	return out, errs
 }
-
-func workspaceVolume(runID string) string { return "overnight-ws-" + runID }

@@ -14,26 +14,29 @@ import (
 // runTarget is what faults act on (chaos.Target): the run's containers,
 // link, world, effect path, LLM path and clock. Its methods are called
 // under the run's lock, while the fault engine fires or heals a fault.
-// Nothing here calls the Docker engine under that lock: a process or
+// Nothing here calls the sandbox backend under that lock: a process or
 // sandbox-network fault marks what it does at once (so the rest of the run
-// sees it) and queues the engine call for when the lock is released
-// (run.afterUnlock); if the engine refuses, the marks are taken back and
+// sees it) and queues the call for when the lock is released
+// (run.afterUnlock); if the backend refuses, the marks are taken back and
 // the fault is recorded as not injected.
 type runTarget struct{ r *run }
 
 var _ chaos.Target = runTarget{}
 
-// deathTimeout bounds how long a signalled container may take to die, past
+// deathTimeout bounds how long a signalled sandbox may take to die, past
 // its grace, before the replies held back from it go anyway.
 const deathTimeout = 30 * time.Second
 
-// container returns the current attempt's container, or an error saying
-// there is none to act on.
-func (t runTarget) container() (string, error) {
-	if t.r.sup.container == "" {
-		return "", errors.New("no agent container is running")
+// callTimeout bounds one call of a fault to the sandbox backend.
+const callTimeout = 30 * time.Second
+
+// current returns the current attempt's sandbox, or an error saying there
+// is none to act on.
+func (t runTarget) current() (sandbox.Sandbox, error) {
+	if t.r.sup.box == nil {
+		return nil, errors.New("no agent sandbox is running")
 	}
-	return t.r.sup.container, nil
+	return t.r.sup.box, nil
 }
 
 // met credits the fault being injected with having hit the agent (the
@@ -45,38 +48,37 @@ func (t runTarget) met(detail string) {
 	}
 }
 
-// engineLater queues fn to run with the Docker engine once the run's lock
-// is released, with a context bounded for one engine call. If fn fails,
+// later queues fn — a call to the sandbox backend — for when the run's
+// lock is released, with a context bounded for one call. If fn fails,
 // undo runs under the lock and the fault that was being injected is
 // recorded as not injected.
 //
-// An engine call that fails because the supervisor had meanwhile ended the
-// attempt for reasons of its own (Ctrl-C, the horizon, a spent budget) is
-// no failure of the fault: it fired on a live container, which is gone.
-func (t runTarget) engineLater(ctx context.Context, fn func(context.Context, *sandbox.Engine) error, undo func()) {
+// A call that fails because the supervisor had meanwhile ended the attempt
+// for reasons of its own (Ctrl-C, the horizon, a spent budget) is no
+// failure of the fault: it fired on a live sandbox, which is gone.
+func (t runTarget) later(ctx context.Context, fn func(context.Context) error, undo func()) {
 	r, f, n, again := t.r, t.r.faults.firing, t.r.sup.current, t.r.faults.again
 	ctx = context.WithoutCancel(ctx)
 	r.afterUnlock(func() {
-		err := t.withEngine(ctx, fn)
+		kctx, cancel := context.WithTimeout(ctx, callTimeout)
+		err := fn(kctx)
+		cancel()
 		if err == nil {
 			return
 		}
 		r.mu.Lock()
 		defer r.unlock()
 		if r.sup.gone(n) {
-			r.log.Debug("an engine call of a fault found its attempt ended by the supervisor", "attempt", n, "err", err)
-			return
-		}
-		if again {
-			// It acted when it fired; acting again on a later attempt failed.
-			r.log.Warn("a fault could not act again", "fault", f.rec.Spec, "attempt", n, "err", err)
-			if undo != nil {
-				undo()
-			}
+			r.log.Debug("a fault's call to the sandbox found its attempt ended by the supervisor", "attempt", n, "err", err)
 			return
 		}
 		if undo != nil {
 			undo()
+		}
+		if again {
+			// It acted when it fired; acting again on a later attempt failed.
+			r.log.Warn("a fault could not act again", "fault", f.rec.Spec, "attempt", n, "err", err)
+			return
 		}
 		if f != nil {
 			r.faults.injectFailed(ctx, f, err)
@@ -84,26 +86,14 @@ func (t runTarget) engineLater(ctx context.Context, fn func(context.Context, *sa
 	})
 }
 
-// withEngine runs fn with the Docker engine and a context bounded for one
-// engine call.
-func (t runTarget) withEngine(ctx context.Context, fn func(context.Context, *sandbox.Engine) error) error {
-	eng, err := t.r.h.engine(ctx)
-	if err != nil {
-		return err
-	}
-	kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	defer cancel()
-	return fn(kctx, eng)
-}
-
 // signal marks the current attempt as ended by the fault being injected
-// and queues sig for its container. From then on, replies to the attempt
-// are held until its container is seen dead, for at most grace plus
+// and queues sig for its sandbox. From then on, replies to the attempt
+// are held until its sandbox is seen dead, for at most grace plus
 // deathTimeout (see HoldReply). then, if set, runs after the signal landed.
-// A kill also takes the container from the faults at once: nothing more acts
+// A kill also takes the sandbox from the faults at once: nothing more acts
 // on it until the supervisor sees it die and starts the next attempt.
-func (t runTarget) signal(ctx context.Context, sig string, grace time.Duration, detail string, then func(*sandbox.Engine, string)) error {
-	id, err := t.container()
+func (t runTarget) signal(ctx context.Context, sig string, grace time.Duration, detail string, then func(sandbox.Sandbox)) error {
+	sb, err := t.current()
 	if err != nil {
 		return err
 	}
@@ -111,7 +101,7 @@ func (t runTarget) signal(ctx context.Context, sig string, grace time.Duration, 
 	n := r.sup.current
 	kill := sig == "SIGKILL"
 	if kill {
-		r.sup.container, r.sup.starting = "", ""
+		r.sup.box, r.sup.starting = nil, nil
 	}
 	r.sup.killIssued[n] = time.Now()
 	r.holdMu.Lock()
@@ -121,12 +111,12 @@ func (t runTarget) signal(ctx context.Context, sig string, grace time.Duration, 
 		r.sup.killedBy[n] = f.rec.Spec
 	}
 	t.met(fmt.Sprintf(detail, n))
-	t.engineLater(ctx, func(kctx context.Context, eng *sandbox.Engine) error {
-		if err := eng.Kill(kctx, id, sig); err != nil {
+	t.later(ctx, func(kctx context.Context) error {
+		if err := sb.Signal(kctx, sig); err != nil {
 			return err
 		}
 		if then != nil {
-			then(eng, id)
+			then(sb)
 		}
 		return nil
 	}, func() {
@@ -135,8 +125,8 @@ func (t runTarget) signal(ctx context.Context, sig string, grace time.Duration, 
 		r.holdMu.Lock()
 		delete(r.dying, n)
 		r.holdMu.Unlock()
-		if kill && r.sup.current == n && r.sup.container == "" {
-			r.sup.container = id // it still runs
+		if kill && r.sup.current == n && r.sup.box == nil {
+			r.sup.box = sb // it still runs
 		}
 	})
 	return nil
@@ -144,7 +134,7 @@ func (t runTarget) signal(ctx context.Context, sig string, grace time.Duration, 
 
 // KillAgent implements chaos.Process.
 func (t runTarget) KillAgent(ctx context.Context) error {
-	return t.signal(ctx, "SIGKILL", 0, "attempt %d's container was killed", nil)
+	return t.signal(ctx, "SIGKILL", 0, "attempt %d's sandbox was killed", nil)
 }
 
 // StopAgent implements chaos.Process: SIGTERM now, SIGKILL after grace (in
@@ -154,15 +144,15 @@ func (t runTarget) KillAgent(ctx context.Context) error {
 // it exits is SIGKILLed at the end of the grace.
 func (t runTarget) StopAgent(ctx context.Context, grace, down time.Duration) error {
 	stopCh := t.r.stopCh
-	err := t.signal(ctx, "SIGTERM", grace, "attempt %d's container was stopped (SIGTERM, grace "+grace.String()+")", func(eng *sandbox.Engine, id string) {
+	err := t.signal(ctx, "SIGTERM", grace, "attempt %d's sandbox was stopped (SIGTERM, grace "+grace.String()+")", func(sb sandbox.Sandbox) {
 		go func() {
 			select {
 			case <-time.After(grace):
 			case <-stopCh:
 			}
-			kctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			kctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 			defer cancel()
-			_ = eng.Kill(kctx, id, "SIGKILL") // gone already, usually
+			_ = sb.Signal(kctx, "SIGKILL") // gone already, usually
 		}()
 	})
 	if err != nil {
@@ -174,59 +164,110 @@ func (t runTarget) StopAgent(ctx context.Context, grace, down time.Duration) err
 	return nil
 }
 
-// PauseAgent implements chaos.Process.
-func (t runTarget) PauseAgent(ctx context.Context) error {
-	id, err := t.container()
+// lasting is a fault that holds the current attempt's sandbox in a state
+// until it heals — frozen, or cut from its network — through one of the
+// backend's optional capabilities.
+type lasting struct {
+	held  *sandbox.Sandbox // the supervisor's note of the sandbox it holds (sup.frozen, sup.cut)
+	need  sandbox.Capability
+	done  string                                      // what happened to attempt %d's sandbox, for the evidence
+	apply func(context.Context, sandbox.Sandbox) error // puts it in the state, and checks it is
+	// undo takes it out of the state; it is safe when the sandbox is not
+	// in it (a call that failed may or may not have landed).
+	undo func(context.Context, sandbox.Sandbox) error
+}
+
+// hold applies l to the current sandbox: noted at once (so the rest of
+// the run sees it), the call queued; a call that failed — timed out, say,
+// on a loaded engine — may have landed all the same, so it is undone
+// before the fault is recorded as not injected, or nothing would ever undo
+// it.
+func (t runTarget) hold(ctx context.Context, l lasting) error {
+	sb, err := t.current()
 	if err != nil {
 		return err
 	}
-	sup := &t.r.sup
-	sup.paused = id
-	t.met(fmt.Sprintf("attempt %d's container was frozen", sup.current))
-	t.engineLater(ctx, func(kctx context.Context, eng *sandbox.Engine) error {
-		err := eng.Pause(kctx, id)
+	if err := t.r.h.capable(l.need); err != nil {
+		return err
+	}
+	*l.held = sb
+	t.met(fmt.Sprintf(l.done, t.r.sup.current))
+	t.later(ctx, func(kctx context.Context) error {
+		err := l.apply(kctx, sb)
 		if err != nil && !errors.Is(err, sandbox.ErrNotFound) {
-			// A call that failed — timed out, say, on a loaded engine —
-			// may still have frozen the container: the fault is recorded
-			// as not injected, so nothing would ever thaw it.
-			uctx, cancel := context.WithTimeout(context.WithoutCancel(kctx), 30*time.Second)
+			uctx, cancel := context.WithTimeout(context.WithoutCancel(kctx), callTimeout)
 			defer cancel()
-			if uerr := eng.Unpause(uctx, id); uerr != nil {
+			if uerr := l.undo(uctx, sb); uerr != nil {
 				err = errors.Join(err, uerr)
 			}
 		}
 		return err
 	}, func() {
-		if sup.paused == id {
-			sup.paused = ""
+		if *l.held == sb {
+			*l.held = nil
 		}
 	})
 	return nil
 }
 
-// UnpauseAgent implements chaos.Process. A container that died meanwhile
-// needs no thawing.
-func (t runTarget) UnpauseAgent(ctx context.Context) error {
-	sup := &t.r.sup
-	id := sup.paused
-	sup.paused = ""
-	if id == "" {
-		return nil
+// release undoes l on the sandbox it holds, once the run's lock is
+// released; a sandbox that died meanwhile needs nothing (its successor
+// starts out of the state), and any other failure is logged (the fault
+// heals in the journal all the same).
+func (t runTarget) release(ctx context.Context, l lasting, what string) {
+	sb := *l.held
+	*l.held = nil
+	if sb == nil {
+		return
 	}
-	t.undoLater(ctx, "thaw container", id, func(kctx context.Context, eng *sandbox.Engine) error { return eng.Unpause(kctx, id) })
-	return nil
-}
-
-// undoLater queues an engine call that undoes a fault, for when the run's
-// lock is released; a container that died meanwhile needs nothing, and any
-// other failure is logged (the fault heals in the journal all the same).
-func (t runTarget) undoLater(ctx context.Context, what, id string, fn func(context.Context, *sandbox.Engine) error) {
 	log := t.r.log
+	ctx = context.WithoutCancel(ctx)
 	t.r.afterUnlock(func() {
-		if err := t.withEngine(ctx, fn); err != nil && !errors.Is(err, sandbox.ErrNotFound) {
-			log.Warn(what, "container", id, "err", err)
+		kctx, cancel := context.WithTimeout(ctx, callTimeout)
+		defer cancel()
+		if err := l.undo(kctx, sb); err != nil && !errors.Is(err, sandbox.ErrNotFound) && !errors.Is(err, sandbox.ErrNotRunning) {
+			log.Warn(what, "sandbox", sb.ID(), "err", err)
 		}
 	})
+}
+
+// freeze is the pause fault: every process of the sandbox frozen.
+func (t runTarget) freeze() lasting {
+	return lasting{held: &t.r.sup.frozen, need: sandbox.CapFreeze, done: "attempt %d's sandbox was frozen",
+		apply: func(ctx context.Context, sb sandbox.Sandbox) error { return sb.(sandbox.Freezer).Freeze(ctx) },
+		undo:  func(ctx context.Context, sb sandbox.Sandbox) error { return sb.(sandbox.Freezer).Thaw(ctx) }}
+}
+
+// cut is the disconnect fault: the sandbox cut from its run's network (the
+// evidence is the backend saying the link is down).
+func (t runTarget) cut() lasting {
+	return lasting{held: &t.r.sup.cut, need: sandbox.CapLink, done: "attempt %d's sandbox was cut from its run's network",
+		apply: func(ctx context.Context, sb sandbox.Sandbox) error {
+			lc := sb.(sandbox.LinkCutter)
+			if err := lc.CutLink(ctx); err != nil {
+				return err
+			}
+			if up, err := lc.Linked(ctx); err != nil || up {
+				return errors.Join(err, fmt.Errorf("sandbox %.12s is still linked to its run's network after the cut", sb.ID()))
+			}
+			return nil
+		},
+		undo: func(ctx context.Context, sb sandbox.Sandbox) error {
+			lc := sb.(sandbox.LinkCutter)
+			if up, err := lc.Linked(ctx); err != nil || up {
+				return err
+			}
+			return lc.RestoreLink(ctx)
+		}}
+}
+
+// PauseAgent implements chaos.Process.
+func (t runTarget) PauseAgent(ctx context.Context) error { return t.hold(ctx, t.freeze()) }
+
+// UnpauseAgent implements chaos.Process.
+func (t runTarget) UnpauseAgent(ctx context.Context) error {
+	t.release(ctx, t.freeze(), "thaw sandbox")
+	return nil
 }
 
 // CrashHarness implements chaos.Process: the harness SIGKILLs itself.
@@ -250,63 +291,23 @@ func (t runTarget) SetLatency(d, jitter time.Duration) { t.r.link.SetLatency(d, 
 // Heal implements chaos.Network.
 func (t runTarget) Heal() { t.r.link.Heal() }
 
-// DisconnectSandbox implements chaos.Network: the container leaves the
-// run's network (the evidence is the engine saying it is no longer
-// attached).
+// DisconnectSandbox implements chaos.Network: the sandbox leaves its run's
+// network.
 func (t runTarget) DisconnectSandbox(ctx context.Context) error {
-	id, err := t.container()
-	if err != nil {
-		return err
-	}
-	network := t.r.network
-	if network == "" {
+	if !t.r.network {
 		return errors.New("the sandbox has no network to disconnect (give the scenario sandbox: {network: internal})")
 	}
-	sup := &t.r.sup
-	sup.detached = id
-	t.met(fmt.Sprintf("attempt %d's container was detached from network %s", sup.current, network))
-	t.engineLater(ctx, func(kctx context.Context, eng *sandbox.Engine) error {
-		if err := eng.Disconnect(kctx, network, id); err != nil {
-			if !errors.Is(err, sandbox.ErrNotFound) {
-				// As for a pause: a call that failed may have landed all
-				// the same, and nothing would attach the sandbox again.
-				uctx, cancel := context.WithTimeout(context.WithoutCancel(kctx), 30*time.Second)
-				defer cancel()
-				if attached, aerr := eng.Attached(uctx, network, id); aerr == nil && !attached {
-					if cerr := eng.Connect(uctx, network, id); cerr != nil {
-						err = errors.Join(err, cerr)
-					}
-				}
-			}
-			return err
-		}
-		attached, err := eng.Attached(kctx, network, id)
-		if err != nil {
-			return err
-		}
-		if attached {
-			return fmt.Errorf("container %.12s is still attached to %s after the disconnect", id, network)
-		}
-		return nil
-	}, func() {
-		if sup.detached == id {
-			sup.detached = ""
-		}
-	})
-	return nil
+	return t.hold(ctx, t.cut())
 }
 
-// ReconnectSandbox implements chaos.Network. A container that died
-// meanwhile needs nothing; its successor joins the network at creation.
+// ReconnectSandbox implements chaos.Network. A sandbox that died meanwhile
+// needs nothing; its successor joins the network at its start.
 func (t runTarget) ReconnectSandbox(ctx context.Context) error {
-	sup := &t.r.sup
-	id := sup.detached
-	sup.detached = ""
-	if id == "" || id != sup.container {
+	if t.r.sup.cut != nil && t.r.sup.cut != t.r.sup.box {
+		t.r.sup.cut = nil
 		return nil
 	}
-	network := t.r.network
-	t.undoLater(ctx, "attach container to its network again", id, func(kctx context.Context, eng *sandbox.Engine) error { return eng.Connect(kctx, network, id) })
+	t.release(ctx, t.cut(), "link sandbox to its network again")
 	return nil
 }
 

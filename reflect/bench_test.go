@@ -14,7 +14,7 @@ import (
 	"github.com/overnight-dev/overnight/harness"
 	"github.com/overnight-dev/overnight/harness/harnesstest"
 	"github.com/overnight-dev/overnight/reflect"
-	"github.com/overnight-dev/overnight/sandbox"
+	"github.com/overnight-dev/overnight/sandbox/docker"
 	"github.com/overnight-dev/overnight/scenarios"
 	"github.com/overnight-dev/overnight/scenarios/agents"
 	"github.com/overnight-dev/overnight/scenarios/builtin"
@@ -30,7 +30,7 @@ func benchHarness(b *testing.B) *harness.Harness {
 	if err := harnesstest.Build(ctx, "./cmd/overnight", bin, fmt.Sprintf("reflect-bench-%d", time.Now().UnixNano())); err != nil {
 		b.Fatal(err)
 	}
-	api, err := sandbox.Connect(ctx)
+	api, err := docker.Connect(ctx)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -39,15 +39,15 @@ func benchHarness(b *testing.B) *harness.Harness {
 		b.Fatal(err)
 	}
 	state := filepath.Join(dir, "state")
-	h, err := harness.Open(ctx, harness.Options{StateDir: state, InitBinary: bin, Docker: api, Extension: ext, BuiltinAgents: agents.Names()})
+	h, err := harness.Open(ctx, harness.Options{StateDir: state, InitBinary: bin, Sandbox: docker.Using(api), Extension: ext, BuiltinAgents: agents.Names()})
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() {
 		_ = h.Close()
 		harnesstest.Leftovers(context.Background(), api, state)
-		eng := sandbox.New(api, sandbox.Options{})
-		if ref, err := eng.ImageRef(context.Background(), sandbox.ImageSpec{InitBinary: bin}); err == nil {
+		eng := docker.New(api, docker.Options{})
+		if ref, err := eng.ImageRef(context.Background(), docker.ImageSpec{InitBinary: bin}); err == nil {
 			_ = eng.RemoveImage(context.Background(), ref)
 		}
 	})

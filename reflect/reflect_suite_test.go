@@ -16,7 +16,7 @@ import (
 	"github.com/overnight-dev/overnight/harness"
 	"github.com/overnight-dev/overnight/harness/harnesstest"
 	"github.com/overnight-dev/overnight/reflect"
-	"github.com/overnight-dev/overnight/sandbox"
+	"github.com/overnight-dev/overnight/sandbox/docker"
 	"github.com/overnight-dev/overnight/scenarios"
 	"github.com/overnight-dev/overnight/scenarios/agents"
 	"github.com/overnight-dev/overnight/scenarios/builtin"
@@ -32,7 +32,7 @@ func TestReflect(t *testing.T) {
 // verification are all real containers.
 var (
 	initBinary string
-	docker     *client.Client
+	dockerCli  *client.Client
 )
 
 var _ = BeforeSuite(func(ctx SpecContext) {
@@ -40,16 +40,16 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	Expect(err).NotTo(HaveOccurred())
 	initBinary = filepath.Join(dir, "overnight")
 	DeferCleanup(func(ctx SpecContext) {
-		if docker != nil {
-			eng := sandbox.New(docker, sandbox.Options{})
-			if ref, err := eng.ImageRef(ctx, sandbox.ImageSpec{InitBinary: initBinary}); err == nil {
+		if dockerCli != nil {
+			eng := docker.New(dockerCli, docker.Options{})
+			if ref, err := eng.ImageRef(ctx, docker.ImageSpec{InitBinary: initBinary}); err == nil {
 				Expect(eng.RemoveImage(ctx, ref)).To(Succeed())
 			}
 		}
 		Expect(os.RemoveAll(dir)).To(Succeed())
 	})
 	Expect(harnesstest.Build(ctx, "./cmd/overnight", initBinary, fmt.Sprintf("reflect-%d", time.Now().UnixNano()))).To(Succeed())
-	docker, err = sandbox.Connect(ctx)
+	dockerCli, err = docker.Connect(ctx)
 	Expect(err).NotTo(HaveOccurred())
 }, NodeTimeout(6*time.Minute))
 
@@ -59,11 +59,11 @@ func open(ctx context.Context) *harness.Harness {
 	state := GinkgoT().TempDir()
 	ext, err := reflect.New(reflect.Options{})
 	Expect(err).NotTo(HaveOccurred())
-	h, err := harness.Open(ctx, harness.Options{StateDir: state, InitBinary: initBinary, Docker: docker, Extension: ext, BuiltinAgents: agents.Names()})
+	h, err := harness.Open(ctx, harness.Options{StateDir: state, InitBinary: initBinary, Sandbox: docker.Using(dockerCli), Extension: ext, BuiltinAgents: agents.Names()})
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(func(ctx SpecContext) {
 		Expect(h.Close()).To(Succeed())
-		Expect(harnesstest.Leftovers(ctx, docker, state)).To(BeEmpty(), "containers left behind")
+		Expect(harnesstest.Leftovers(ctx, dockerCli, state)).To(BeEmpty(), "containers left behind")
 	})
 	return h
 }

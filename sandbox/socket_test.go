@@ -93,19 +93,7 @@ var _ = Describe("socket dirs", func() {
 	})
 })
 
-var _ = Describe("Connect", func() {
-	It("fails fast with ErrEngineUnreachable when no engine listens at DOCKER_HOST", func(ctx SpecContext) {
-		host := "unix:///tmp/ovn-nonexistent-" + suiteID + ".sock"
-		GinkgoT().Setenv("DOCKER_HOST", host)
-		began := time.Now()
-		c, err := sandbox.Connect(ctx)
-		Expect(c).To(BeNil())
-		Expect(err).To(MatchError(sandbox.ErrEngineUnreachable))
-		Expect(time.Since(began)).To(BeNumerically("<", 2*time.Second))
-		Expect(err.Error()).To(HavePrefix("cannot reach the Docker engine at " + host + ": "))
-		Expect(err.Error()).To(ContainSubstring("is dockerd running? (DOCKER_HOST=\"" + host + "\")"))
-	})
-
+var _ = Describe("StateHash", func() {
 	It("names the state dir by a stable 16-hex hash of its absolute path", func() {
 		wd, err := os.Getwd()
 		Expect(err).NotTo(HaveOccurred())

@@ -25,6 +25,7 @@ import (
 	"github.com/overnight-dev/overnight/harness/history"
 	"github.com/overnight-dev/overnight/harness/journal"
 	"github.com/overnight-dev/overnight/reflect"
+	"github.com/overnight-dev/overnight/sandbox"
 	"github.com/overnight-dev/overnight/sandbox/initproc"
 	"github.com/overnight-dev/overnight/scenarios"
 	"github.com/overnight-dev/overnight/scenarios/agents"
@@ -63,6 +64,7 @@ func verdictCode(v string) int {
 type globals struct {
 	state      string
 	initBinary string
+	backend    string
 	verbose    bool
 	quiet      bool
 	logFormat  string
@@ -92,8 +94,21 @@ func (g *globals) openExisting(ctx context.Context, progress bool) (*harness.Har
 	return g.openWith(ctx, harness.Options{Existing: true}, progress)
 }
 
+// sandboxType is the sandbox backend --backend names.
+func (g *globals) sandboxType() (sandbox.Type, error) {
+	t, err := harness.DefaultBackends().Lookup(g.backend)
+	if err != nil {
+		return sandbox.Type{}, usagef("--backend: %v", err)
+	}
+	return t, nil
+}
+
 func (g *globals) openWith(ctx context.Context, opts harness.Options, progress bool) (*harness.Harness, error) {
-	opts.StateDir, opts.InitBinary, opts.Logger = g.state, g.initBinary, g.logger()
+	t, err := g.sandboxType()
+	if err != nil {
+		return nil, err
+	}
+	opts.StateDir, opts.InitBinary, opts.Logger, opts.Sandbox = g.state, g.initBinary, g.logger(), t
 	opts.TracerProvider = g.tracing.provider()
 	opts.BuiltinAgents = agents.Names()
 	ext, err := reflect.New(reflect.Options{Logger: opts.Logger})
@@ -171,6 +186,7 @@ Exit codes: 0 pass, 1 fail, 2 unknown, 3 error.`,
 	root.SetErr(stderr)
 	root.PersistentFlags().StringVar(&g.state, "state", envOr("OVERNIGHT_STATE", harness.DefaultStateDir), "state dir holding the journal ($OVERNIGHT_STATE)")
 	root.PersistentFlags().StringVar(&g.initBinary, "init-binary", os.Getenv("OVERNIGHT_INIT_BINARY"), "static overnight binary to inject into sandboxes (default: this executable; $OVERNIGHT_INIT_BINARY)")
+	root.PersistentFlags().StringVar(&g.backend, "backend", envOr("OVERNIGHT_BACKEND", "docker"), "sandbox backend the agents run on (overnight backends lists them; $OVERNIGHT_BACKEND)")
 	root.PersistentFlags().BoolVarP(&g.verbose, "verbose", "v", false, "log diagnostics to stderr")
 	root.PersistentFlags().BoolVarP(&g.quiet, "quiet", "q", false, "no progress lines on stderr (attempts, faults)")
 	root.PersistentFlags().StringVar(&g.logFormat, "log-format", envOr("OVERNIGHT_LOG_FORMAT", "text"), "diagnostics on stderr (with -v, and warnings) as text or json, one object per line ($OVERNIGHT_LOG_FORMAT)")
@@ -199,7 +215,7 @@ Exit codes: 0 pass, 1 fail, 2 unknown, 3 error.`,
 			fmt.Fprintln(stderr, "overnight: send the last spans:", err)
 		}
 	}()
-	root.AddCommand(runCmd(g), shrinkCmd(g), resumeCmd(g), runsCmd(g), logsCmd(g), gcCmd(g), faultsCmd(g), scenariosCmd(g), worldsCmd(g),
+	root.AddCommand(runCmd(g), shrinkCmd(g), resumeCmd(g), runsCmd(g), logsCmd(g), gcCmd(g), faultsCmd(g), backendsCmd(g), scenariosCmd(g), worldsCmd(g),
 		reflectCmd(g), gateCmd(g), decideCmd(g, true), decideCmd(g, false), validateCmd(g), schemaCmd(g), suiteCmd(g), reportCmd(g), serveCmd(g))
 
 	cmd, err := root.ExecuteC()
@@ -718,6 +734,36 @@ func faultsCmd(g *globals) *cobra.Command {
 				} else {
 					fmt.Fprintln(g.stdout, "  --chaos random: never draws it")
 				}
+			}
+			return nil
+		},
+	}
+	outputFlag(cmd, &output)
+	return cmd
+}
+
+func backendsCmd(g *globals) *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "backends",
+		Short: "List the sandbox backends (--backend) and the capabilities their sandboxes have",
+		Long: `backends lists the sandbox backends this binary can run agents on, and the
+optional capabilities of each (freeze: the pause fault; link: the disconnect
+fault; exec; services: service containers for worlds and MCP servers). A
+fault that needs a capability the chosen backend lacks is refused by
+validate and run.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			types := harness.DefaultBackends().Types()
+			if output == "json" {
+				return writeJSON(g.stdout, map[string]any{"backends": types})
+			}
+			for _, t := range types {
+				caps := make([]string, len(t.Capabilities))
+				for i, c := range t.Capabilities {
+					caps[i] = string(c)
+				}
+				fmt.Fprintf(g.stdout, "%s\n  %s\n  capabilities: %s\n", t.Name, t.Summary, strings.Join(caps, ", "))
 			}
 			return nil
 		},

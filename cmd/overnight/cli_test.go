@@ -24,13 +24,14 @@ import (
 	"github.com/overnight-dev/overnight/harness/harnesstest"
 	"github.com/overnight-dev/overnight/harness/journal"
 	"github.com/overnight-dev/overnight/sandbox"
+	"github.com/overnight-dev/overnight/sandbox/docker"
 )
 
 // These specs run the real overnight binary as a child process: exit
 // codes, JSON on stdout, a harness that SIGKILLs itself, and resume.
 var (
-	bin    string
-	docker *client.Client
+	bin       string
+	dockerCli *client.Client
 )
 
 var _ = BeforeSuite(func(ctx SpecContext) {
@@ -38,9 +39,9 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(func(ctx SpecContext) {
 		// The sandbox image this suite's own binary made goes with it.
-		if docker != nil {
-			eng := sandbox.New(docker, sandbox.Options{})
-			if ref, err := eng.ImageRef(ctx, sandbox.ImageSpec{InitBinary: bin}); err == nil {
+		if dockerCli != nil {
+			eng := docker.New(dockerCli, docker.Options{})
+			if ref, err := eng.ImageRef(ctx, docker.ImageSpec{InitBinary: bin}); err == nil {
 				Expect(eng.RemoveImage(ctx, ref)).To(Succeed())
 			}
 		}
@@ -48,7 +49,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	})
 	bin = filepath.Join(dir, "overnight")
 	Expect(harnesstest.Build(ctx, "./cmd/overnight", bin, fmt.Sprintf("cli-%d", time.Now().UnixNano()))).To(Succeed())
-	docker, err = sandbox.Connect(ctx)
+	dockerCli, err = docker.Connect(ctx)
 	Expect(err).NotTo(HaveOccurred())
 }, NodeTimeout(6*time.Minute))
 
@@ -83,7 +84,7 @@ func overnight(ctx context.Context, state string, env []string, args ...string) 
 func stateDir() string {
 	state := GinkgoT().TempDir()
 	DeferCleanup(func(ctx SpecContext) {
-		Expect(harnesstest.Leftovers(ctx, docker, state)).To(BeEmpty(), "containers left behind")
+		Expect(harnesstest.Leftovers(ctx, dockerCli, state)).To(BeEmpty(), "containers left behind")
 	})
 	return state
 }
@@ -168,7 +169,7 @@ var _ = Describe("overnight run", func() {
 		Expect(runID).NotTo(BeEmpty())
 
 		// The orphaned sandbox is still there: nobody cleaned up after the crash.
-		left, err := harnesstest.Containers(ctx, docker, state)
+		left, err := harnesstest.Containers(ctx, dockerCli, state)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(left).To(HaveLen(1))
 
@@ -317,7 +318,7 @@ var _ = Describe("Ctrl-C", func() {
 		Expect(errText.String()).To(ContainSubstring("overnight resume"))
 		runID := strings.TrimPrefix(strings.SplitN(errText.String(), "\n", 2)[0], "run ")
 
-		left, err := harnesstest.Containers(ctx, docker, state)
+		left, err := harnesstest.Containers(ctx, dockerCli, state)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(left).To(BeEmpty(), "Ctrl-C must remove the run's containers")
 
@@ -490,7 +491,7 @@ var _ = Describe("bad input", func() {
 
 	It("exits 3 when the Docker engine is unreachable, and records no run", func(ctx SpecContext) {
 		state := stateDir()
-		o := overnight(ctx, state, []string{"DOCKER_HOST=unix:///tmp/ovn-no-such-docker.sock"}, "run", "deploy")
+		o := overnight(ctx, state, []string{"DOCKER_HOST=unix:///tmp/ovn-no-such-dockerCli.sock"}, "run", "deploy")
 		Expect(o.code).To(Equal(3))
 		Expect(o.stderr).To(ContainSubstring("cannot reach the Docker engine"))
 		runs := overnight(ctx, state, nil, "runs", "-o", "json")
@@ -557,15 +558,15 @@ var _ = Describe("a damaged state dir", func() {
 var _ = Describe("overnight gc", func() {
 	It("removes this state dir's leftovers of dead runs and nothing of other state dirs", func(ctx SpecContext) {
 		mine, other := stateDir(), stateDir()
-		img, err := sandbox.New(docker, sandbox.Options{}).EnsureImage(ctx, sandbox.ImageSpec{InitBinary: bin})
+		img, err := docker.New(dockerCli, docker.Options{}).EnsureImage(ctx, docker.ImageSpec{InitBinary: bin})
 		Expect(err).NotTo(HaveOccurred())
 		var ids []string
 		for _, st := range []string{mine, other} {
-			eng := sandbox.New(docker, sandbox.Options{StateHash: sandbox.StateHash(st)})
+			eng := docker.New(dockerCli, docker.Options{StateHash: sandbox.StateHash(st)})
 			dir, cleanup, err := sandbox.NewSocketDir()
 			Expect(err).NotTo(HaveOccurred())
 			DeferCleanup(cleanup)
-			sb, err := eng.Create(ctx, sandbox.Spec{RunID: fmt.Sprintf("dead-%d", len(ids)), Attempt: 1, Image: img,
+			sb, err := eng.Create(ctx, docker.ContainerSpec{RunID: fmt.Sprintf("dead-%d", len(ids)), Attempt: 1, Image: img,
 				Cmd: []string{sandbox.InitPath, "agent", "deployer"}, SocketDir: dir})
 			Expect(err).NotTo(HaveOccurred())
 			DeferCleanup(func(ctx SpecContext) { _ = eng.Remove(ctx, sb.ID) })
@@ -574,9 +575,9 @@ var _ = Describe("overnight gc", func() {
 		o := overnight(ctx, mine, nil, "gc")
 		Expect(o.code).To(Equal(0), o.stderr)
 		Expect(o.stdout).To(ContainSubstring("removed 1 containers"))
-		left, err := harnesstest.Containers(ctx, docker, other)
+		left, err := harnesstest.Containers(ctx, dockerCli, other)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(left).To(ConsistOf(ids[1]))
-		Expect(sandbox.New(docker, sandbox.Options{StateHash: sandbox.StateHash(other)}).Remove(ctx, ids[1])).To(Succeed())
+		Expect(docker.New(dockerCli, docker.Options{StateHash: sandbox.StateHash(other)}).Remove(ctx, ids[1])).To(Succeed())
 	})
 })

@@ -21,6 +21,7 @@ import (
 	"github.com/overnight-dev/overnight/harness"
 	"github.com/overnight-dev/overnight/harness/harnesstest"
 	"github.com/overnight-dev/overnight/sandbox"
+	"github.com/overnight-dev/overnight/sandbox/docker"
 )
 
 // killAtFiring runs the binary with args and SIGKILLs it — a real kill of
@@ -266,8 +267,8 @@ var _ = Describe("warm network namespaces of a harness that died", func() {
 		state := stateDir() // its cleanup fails on anything of the state dir left on the engine
 		o := overnight(ctx, state, nil, "run", "deploy", "--fault", "kill@step:4", "--fault", "harness-crash@step:2", "-o", "json", "-q")
 		Expect(o.code).To(Equal(128+int(syscall.SIGKILL)), o.stderr)
-		holders, err := docker.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(
-			filters.Arg("label", sandbox.LabelState+"="+sandbox.StateHash(state)), filters.Arg("label", sandbox.LabelRole+"="+sandbox.RoleNetNS))})
+		holders, err := dockerCli.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(
+			filters.Arg("label", sandbox.LabelState+"="+sandbox.StateHash(state)), filters.Arg("label", docker.LabelRole+"="+docker.RoleNetNS))})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(holders).To(HaveLen(1), "the dead harness left the holder it warmed for the kill at step 4")
 		runID := runIDOf(o.stderr)

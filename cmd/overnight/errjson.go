@@ -30,7 +30,7 @@ const (
 	codeStateLocked       = "state_locked"       // another process owns the state dir
 	codeStateFormat       = "state_format"       // the state dir's journal is of another format version
 	codeRunNotFound       = "run_not_found"      // no run of that id in the state dir
-	codeDockerUnavailable = "docker_unavailable" // the Docker engine cannot be reached
+	codeDockerUnavailable = "docker_unavailable" // the sandbox backend (the Docker engine) cannot be reached
 	codeNotFailing        = "not_failing"        // shrink: the run did not fail, so there is nothing to shrink (exit 2)
 	codeInterrupted       = "interrupted"        // Ctrl-C or SIGTERM; run_id names the resumable run
 	codeImageNotFound     = "image_not_found"    // the agent's own image is not on the engine (which pulls nothing)
@@ -117,7 +117,7 @@ func errorCode(err error, usage bool) string {
 		return codeStateFormat
 	case errors.Is(err, harness.ErrRunNotFound):
 		return codeRunNotFound
-	case errors.Is(err, sandbox.ErrEngineUnreachable):
+	case errors.Is(err, sandbox.ErrUnavailable):
 		return codeDockerUnavailable
 	case errors.Is(err, sandbox.ErrImageNotFound):
 		return codeImageNotFound

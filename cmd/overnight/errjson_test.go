@@ -18,6 +18,7 @@ import (
 	"github.com/overnight-dev/overnight/harness/journal"
 	"github.com/overnight-dev/overnight/harness/llm"
 	"github.com/overnight-dev/overnight/sandbox"
+	"github.com/overnight-dev/overnight/sandbox/docker"
 	"github.com/overnight-dev/overnight/scenarios"
 )
 
@@ -153,7 +154,7 @@ var _ = Describe("the code of an error", func() {
 		Entry("a fault no kind takes", fmt.Errorf("fault: %w", chaos.ErrUnsupported), "fault_invalid"),
 		Entry("a model that cannot be set up", fmt.Errorf("%w: no key", llm.ErrConfig), "llm_config"),
 		Entry("a journal of another format", fmt.Errorf("open: %w", journal.ErrFormat), "state_format"),
-		Entry("an unreachable engine", fmt.Errorf("connect: %w", sandbox.ErrEngineUnreachable), "docker_unavailable"),
+		Entry("an unreachable engine", fmt.Errorf("connect: %w", docker.ErrEngineUnreachable), "docker_unavailable"),
 		Entry("an agent image the engine lacks", fmt.Errorf("plan: %w", sandbox.ErrImageNotFound), "image_not_found"),
 		Entry("an image with nothing to run", fmt.Errorf("%w: image x has no ENTRYPOINT or CMD", sandbox.ErrInvalidSpec), "agent_invalid"),
 		Entry("nothing to shrink", fmt.Errorf("%w: run x ended pass", harness.ErrNotFailing), "not_failing"),

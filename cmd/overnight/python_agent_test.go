@@ -22,7 +22,7 @@ import (
 )
 
 // The Python example agent (sandbox/agent/python), run as a user would
-// bring it: a Debian image made without a registry (debootstrap + docker
+// bring it: a Debian image made without a registry (debootstrap + dockerCli
 // import, cached on the engine), the agent's two files put into it with a
 // plain docker build, and a scenario naming the image.
 const pythonBase = "overnight-test/debian-python:bookworm"
@@ -34,7 +34,7 @@ func pythonAgentImage(ctx context.Context) string {
 	GinkgoHelper()
 	script, err := filepath.Abs(filepath.Join(pythonDir, "debian-image.sh"))
 	Expect(err).NotTo(HaveOccurred())
-	if _, err := docker.ImageInspect(ctx, pythonBase); err != nil && os.Geteuid() != 0 {
+	if _, err := dockerCli.ImageInspect(ctx, pythonBase); err != nil && os.Geteuid() != 0 {
 		Skip("the Debian+Python image " + pythonBase + " is not on the engine, and making it (debootstrap) needs root: run `make python-image` as root once")
 	}
 	out, err := exec.CommandContext(ctx, script, pythonBase).CombinedOutput()
@@ -53,10 +53,10 @@ func pythonAgentImage(ctx context.Context) string {
 	}
 	Expect(tw.Close()).To(Succeed())
 	tag := "overnight-test/python-agent:" + hex.EncodeToString(h.Sum(nil))[:12]
-	if _, err := docker.ImageInspect(ctx, tag); err == nil {
+	if _, err := dockerCli.ImageInspect(ctx, tag); err == nil {
 		return tag
 	}
-	resp, err := docker.ImageBuild(ctx, &buf, build.ImageBuildOptions{Tags: []string{tag}, Remove: true, ForceRemove: true, Version: build.BuilderV1})
+	resp, err := dockerCli.ImageBuild(ctx, &buf, build.ImageBuildOptions{Tags: []string{tag}, Remove: true, ForceRemove: true, Version: build.BuilderV1})
 	Expect(err).NotTo(HaveOccurred())
 	body, _ := io.ReadAll(resp.Body)
 	Expect(resp.Body.Close()).To(Succeed())
@@ -148,6 +148,6 @@ var _ = Describe("an agent in Python, in a Debian image", Ordered, func() {
 
 	AfterAll(func(ctx SpecContext) {
 		// The agent's image goes; the Debian base stays cached on the engine.
-		_, _ = docker.ImageRemove(ctx, tag, image.RemoveOptions{PruneChildren: true})
+		_, _ = dockerCli.ImageRemove(ctx, tag, image.RemoveOptions{PruneChildren: true})
 	})
 })

@@ -135,7 +135,7 @@ var _ = Describe("overnight suite", func() {
 		Expect(cmd.ProcessState.ExitCode()).To(Equal(3), errb.String())
 		Expect(errb.String()).To(ContainSubstring("interrupted"))
 
-		left, err := harnesstest.Containers(ctx, docker, state)
+		left, err := harnesstest.Containers(ctx, dockerCli, state)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(left).To(BeEmpty(), "Ctrl-C must remove the suite's containers")
 		part := readSuite(js)

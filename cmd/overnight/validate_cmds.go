@@ -7,6 +7,7 @@ import (
 
 	"github.com/overnight-dev/overnight/chaos"
 	"github.com/overnight-dev/overnight/harness"
+	"github.com/overnight-dev/overnight/sandbox"
 	"github.com/overnight-dev/overnight/scenarios"
 	"github.com/overnight-dev/overnight/scenarios/agents"
 	"github.com/overnight-dev/overnight/scenarios/builtin"
@@ -40,18 +41,23 @@ func validateCmd(g *globals) *cobra.Command {
 		Short: "Check scenario files (or built-in scenarios by name) without running them; every problem as file:line:column",
 		Long: `validate checks each scenario file as run does before it starts — the
 schema (overnight schema prints it), fault syntax and kinds, durations,
-agents, the llm block, the world and the task's shape, the built-in agents —
-without a state dir or a Docker engine. Every problem of every file is
+agents, the llm block, the world and the task's shape, the built-in agents,
+the faults against the capabilities of the --backend's sandboxes — without a
+state dir or a Docker engine. Every problem of every file is
 reported, each as file:line:column: message, with the shape expected there
 when the schema says. Exit 0 when every file is valid, 3 when any is not.`,
 		Example: `  overnight validate my-scenario.yaml
   overnight validate scenarios/*.yaml deploy week --output json`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			backend, err := g.sandboxType()
+			if err != nil {
+				return err
+			}
 			reports := make([]fileReport, 0, len(args))
 			valid := true
 			for _, arg := range args {
-				r := validateFile(arg)
+				r := validateFile(arg, backend)
 				valid = valid && r.Valid
 				reports = append(reports, r)
 			}
@@ -85,11 +91,11 @@ when the schema says. Exit 0 when every file is valid, 3 when any is not.`,
 // validateFile loads one scenario (a path or a built-in name) and checks it
 // against what this binary offers: every problem, those of the file and
 // those of what it names (see scenarios.Validate).
-func validateFile(arg string) fileReport {
+func validateFile(arg string, backend sandbox.Type) fileReport {
 	r := fileReport{File: arg, Errors: []problemReport{}}
 	_, err := scenarios.Validate(arg, builtin.Lookup, builtin.Names(), func(scen *scenarios.Scenario) error {
 		return harness.CheckScenario(scen, harness.CheckOptions{
-			Worlds: harness.DefaultWorlds(), BuiltinAgents: agents.Names(), Faults: chaos.Default(),
+			Worlds: harness.DefaultWorlds(), BuiltinAgents: agents.Names(), Faults: chaos.Default(), Backend: backend,
 		})
 	})
 	if err == nil {

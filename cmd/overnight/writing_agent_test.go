@@ -16,7 +16,7 @@ import (
 	"github.com/overnight-dev/overnight/harness/harnesstest"
 	"github.com/overnight-dev/overnight/harness/history"
 	"github.com/overnight-dev/overnight/harness/journal"
-	"github.com/overnight-dev/overnight/sandbox"
+	"github.com/overnight-dev/overnight/sandbox/docker"
 	"github.com/overnight-dev/overnight/sandbox/protocol"
 )
 
@@ -138,8 +138,8 @@ var _ = Describe("the agent of docs/writing-an-agent.md, built as the page says"
 
 		// The sandbox image made around the agent goes with the spec.
 		DeferCleanup(func(ctx SpecContext) {
-			eng := sandbox.New(docker, sandbox.Options{})
-			ref, err := eng.ImageRef(ctx, sandbox.ImageSpec{InitBinary: bin, AgentBinary: agentBin})
+			eng := docker.New(dockerCli, docker.Options{})
+			ref, err := eng.ImageRef(ctx, docker.ImageSpec{InitBinary: bin, AgentBinary: agentBin})
 			Expect(err).NotTo(HaveOccurred())
 			Expect(eng.RemoveImage(ctx, ref)).To(Succeed())
 		})

@@ -22,6 +22,7 @@ import (
 	"github.com/docker/docker/client"
 
 	"github.com/overnight-dev/overnight/sandbox"
+	"github.com/overnight-dev/overnight/sandbox/docker"
 )
 
 // ModuleRoot is the directory of the overnight module's go.mod.
@@ -74,7 +75,7 @@ func containers(ctx context.Context, api client.ContainerAPIClient, stateDir str
 	}
 	ids := make([]string, 0, len(list))
 	for _, c := range list {
-		if !holders && c.Labels[sandbox.LabelRole] == sandbox.RoleNetNS {
+		if !holders && c.Labels[docker.LabelRole] == docker.RoleNetNS {
 			continue
 		}
 		ids = append(ids, strings.TrimPrefix(c.ID, "/"))

@@ -8,8 +8,6 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/docker/docker/client"
-
 	"github.com/overnight-dev/overnight/harness"
 	"github.com/overnight-dev/overnight/harness/suite"
 	"github.com/overnight-dev/overnight/reflect"
@@ -41,16 +39,11 @@ func (c *config) withHarness(ctx context.Context, fn func(h *harness.Harness, co
 	if dir, err = filepath.Abs(dir); err != nil {
 		return fmt.Errorf("state dir: %w", err)
 	}
-	api, err := sandbox.Connect(ctx)
-	if err != nil {
-		return errors.Join(err, removeTemp(dir, temp))
-	}
-	defer api.Close()
 	ext, err := reflect.New(reflect.Options{Logger: c.logger})
 	if err != nil {
 		return errors.Join(err, removeTemp(dir, temp))
 	}
-	opts := harness.Options{StateDir: dir, InitBinary: bin, Docker: api, Logger: c.logger, Extension: ext,
+	opts := harness.Options{StateDir: dir, InitBinary: bin, Sandbox: c.backend, Logger: c.logger, Extension: ext,
 		BuiltinAgents: agents.Names()}
 	if c.progress != nil {
 		opts.Progress = c.progress
@@ -59,7 +52,7 @@ func (c *config) withHarness(ctx context.Context, fn func(h *harness.Harness, co
 	if err != nil {
 		return errors.Join(err, removeTemp(dir, temp))
 	}
-	defer func() { err = errors.Join(err, release(ctx, h, api, temp)) }()
+	defer func() { err = errors.Join(err, release(ctx, h, temp)) }()
 	command := suite.Command(dir)
 	if temp {
 		command = suite.Command("") // the dir is gone after the run: a reproduction starts afresh
@@ -70,7 +63,7 @@ func (c *config) withHarness(ctx context.Context, fn func(h *harness.Harness, co
 // release closes h and removes what its runs left behind: the dead runs'
 // containers of a kept state dir (as `overnight gc` does); everything
 // labelled with a temporary one, and the dir.
-func release(ctx context.Context, h *harness.Harness, api *client.Client, temp bool) error {
+func release(ctx context.Context, h *harness.Harness, temp bool) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 	defer cancel()
 	dir := h.StateDir()
@@ -84,9 +77,14 @@ func release(ctx context.Context, h *harness.Harness, api *client.Client, temp b
 		errs = append(errs, fmt.Errorf("close state dir %s: %w", dir, err))
 	}
 	if temp {
-		eng := sandbox.New(api, sandbox.Options{StateHash: sandbox.StateHash(dir)})
-		if _, err := eng.Reap(ctx, nil); err != nil {
-			errs = append(errs, fmt.Errorf("remove the containers, volumes and networks of state dir %s: %w", dir, err))
+		// Nothing of the dir is live now: the backend removes all it holds.
+		if b, err := h.Backend().Open(ctx, sandbox.Config{StateDir: dir}); err != nil {
+			errs = append(errs, err)
+		} else {
+			if _, err := b.Reap(ctx, nil); err != nil {
+				errs = append(errs, fmt.Errorf("remove the sandboxes, volumes and networks of state dir %s: %w", dir, err))
+			}
+			errs = append(errs, b.Close(ctx))
 		}
 		if err := os.RemoveAll(dir); err != nil {
 			errs = append(errs, fmt.Errorf("remove state dir: %w", err))

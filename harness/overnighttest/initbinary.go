@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/overnight-dev/overnight/harness"
-	"github.com/overnight-dev/overnight/sandbox"
+	"github.com/overnight-dev/overnight/sandbox/docker"
 )
 
 // EnvInitBinary names the environment variable that gives an overnight
@@ -81,13 +81,13 @@ func BuildInitBinary(ctx context.Context, tb TB) string {
 func removeImage(bin string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	api, err := sandbox.Connect(ctx)
+	api, err := docker.Connect(ctx)
 	if err != nil {
 		return err
 	}
 	defer api.Close()
-	eng := sandbox.New(api, sandbox.Options{})
-	ref, err := eng.ImageRef(ctx, sandbox.ImageSpec{InitBinary: bin})
+	eng := docker.New(api, docker.Options{})
+	ref, err := eng.ImageRef(ctx, docker.ImageSpec{InitBinary: bin})
 	if err != nil {
 		return err
 	}

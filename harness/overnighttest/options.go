@@ -11,6 +11,7 @@ import (
 	"github.com/overnight-dev/overnight/harness"
 	"github.com/overnight-dev/overnight/harness/suite"
 	"github.com/overnight-dev/overnight/reflect"
+	"github.com/overnight-dev/overnight/sandbox"
 	"github.com/overnight-dev/overnight/scenarios"
 )
 
@@ -37,6 +38,7 @@ type config struct {
 	lessons     string
 	stateDir    string
 	initBinary  string
+	backend     sandbox.Type // zero: harness.Open's default (Docker)
 	progress    io.Writer
 	logger      *slog.Logger
 	parallel    int
@@ -160,6 +162,12 @@ func StateDir(dir string) Option {
 // Default: the one BuildInitBinary built, else $OVERNIGHT_INIT_BINARY.
 func InitBinary(path string) Option {
 	return func(c *config) error { c.initBinary = path; return nil }
+}
+
+// Sandbox is the sandbox backend the runs start their sandboxes on.
+// Default: harness.Open's (Docker, the engine the environment names).
+func Sandbox(t sandbox.Type) Option {
+	return func(c *config) error { c.backend = t; return nil }
 }
 
 // Progress receives one line per notable event (Run: attempts and faults;

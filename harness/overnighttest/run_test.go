@@ -19,7 +19,7 @@ import (
 	"github.com/overnight-dev/overnight/harness"
 	"github.com/overnight-dev/overnight/harness/harnesstest"
 	"github.com/overnight-dev/overnight/harness/overnighttest"
-	"github.com/overnight-dev/overnight/sandbox"
+	"github.com/overnight-dev/overnight/sandbox/docker"
 	"github.com/overnight-dev/overnight/scenarios"
 	"github.com/overnight-dev/overnight/scenarios/builtin"
 )
@@ -64,22 +64,22 @@ var _ = Describe("Run and RunTrials", func() {
 	// These specs drive real runs against the Docker engine.
 	Describe("against the Docker engine", Ordered, func() {
 		var (
-			bin    string
-			docker *client.Client
+			bin       string
+			dockerCli *client.Client
 		)
 		BeforeAll(func(ctx SpecContext) {
 			bin = overnighttest.BuildInitBinary(ctx, GinkgoT())
 			var err error
-			docker, err = sandbox.Connect(ctx)
+			dockerCli, err = docker.Connect(ctx)
 			Expect(err).NotTo(HaveOccurred())
-			DeferCleanup(docker.Close)
+			DeferCleanup(dockerCli.Close)
 		}, NodeTimeout(6*time.Minute))
 
 		// noLeftovers checks that nothing labelled with the state dir is
 		// left on the engine (and removes what is).
 		noLeftovers := func(ctx context.Context, dir string) {
 			GinkgoHelper()
-			Expect(harnesstest.Leftovers(ctx, docker, dir)).To(BeEmpty(), "containers, volumes or networks left behind")
+			Expect(harnesstest.Leftovers(ctx, dockerCli, dir)).To(BeEmpty(), "containers, volumes or networks left behind")
 		}
 
 		It("runs a built-in scenario through a kill on a state dir it keeps, and reads its history", func(ctx SpecContext) {
@@ -202,7 +202,7 @@ var _ = Describe("Run and RunTrials", func() {
 
 		It("cleans up after a run it was stopped in, and says it is resumable", func(ctx SpecContext) {
 			dir := GinkgoT().TempDir()
-			DeferCleanup(func(ctx SpecContext) { harnesstest.Leftovers(ctx, docker, dir) }) // the stopped run's volume, kept to resume it
+			DeferCleanup(func(ctx SpecContext) { harnesstest.Leftovers(ctx, dockerCli, dir) }) // the stopped run's volume, kept to resume it
 			stop, cancel := context.WithCancel(ctx)
 			started := make(chan struct{})
 			progress := &lineWatcher{match: "attempt 1 started", seen: started}
@@ -215,7 +215,7 @@ var _ = Describe("Run and RunTrials", func() {
 			}()
 			_, err := overnighttest.Run(stop, "deploy", overnighttest.StateDir(dir), overnighttest.Progress(progress))
 			Expect(err).To(MatchError(harness.ErrInterrupted))
-			ids, err := harnesstest.Containers(ctx, docker, dir)
+			ids, err := harnesstest.Containers(ctx, dockerCli, dir)
 			Expect(err).NotTo(HaveOccurred())
 			Expect(ids).To(BeEmpty(), "containers left behind by a stopped run")
 		})

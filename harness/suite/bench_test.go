@@ -15,7 +15,7 @@ import (
 	"github.com/overnight-dev/overnight/harness/harnesstest"
 	"github.com/overnight-dev/overnight/harness/suite"
 	"github.com/overnight-dev/overnight/reflect"
-	"github.com/overnight-dev/overnight/sandbox"
+	"github.com/overnight-dev/overnight/sandbox/docker"
 	"github.com/overnight-dev/overnight/scenarios/agents"
 )
 
@@ -46,13 +46,13 @@ func BenchmarkSuiteDeploy(b *testing.B) {
 	if err := harnesstest.Build(ctx, "./cmd/overnight", bin, fmt.Sprintf("suite-bench-%d", time.Now().UnixNano())); err != nil {
 		b.Fatal(err)
 	}
-	api, err := sandbox.Connect(ctx)
+	api, err := docker.Connect(ctx)
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() {
-		eng := sandbox.New(api, sandbox.Options{})
-		if ref, err := eng.ImageRef(context.Background(), sandbox.ImageSpec{InitBinary: bin}); err == nil {
+		eng := docker.New(api, docker.Options{})
+		if ref, err := eng.ImageRef(context.Background(), docker.ImageSpec{InitBinary: bin}); err == nil {
 			_ = eng.RemoveImage(context.Background(), ref)
 		}
 	})
@@ -63,7 +63,7 @@ func BenchmarkSuiteDeploy(b *testing.B) {
 				b.Fatal(err)
 			}
 			state := filepath.Join(b.TempDir(), "state")
-			h, err := harness.Open(ctx, harness.Options{StateDir: state, InitBinary: bin, Docker: api, Extension: ext, BuiltinAgents: agents.Names()})
+			h, err := harness.Open(ctx, harness.Options{StateDir: state, InitBinary: bin, Sandbox: docker.Using(api), Extension: ext, BuiltinAgents: agents.Names()})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -6,7 +6,7 @@ import (
 	"syscall"
 )
 
-// Pause is PID 1 of a network-namespace holder (see sandbox.NetPool): it
+// Pause is PID 1 of a network-namespace holder (see docker.NetPool): it
 // does nothing, holding the container — and so its network namespace —
 // until SIGTERM or SIGINT, then exits 0.
 func Pause() int {
