@@ -170,7 +170,7 @@ func (t runTarget) StopAgent(ctx context.Context, grace, down time.Duration) err
 type lasting struct {
 	held  *sandbox.Sandbox // the supervisor's note of the sandbox it holds (sup.frozen, sup.cut)
 	need  sandbox.Capability
-	done  string                                      // what happened to attempt %d's sandbox, for the evidence
+	done  string                                       // what happened to attempt %d's sandbox, for the evidence
 	apply func(context.Context, sandbox.Sandbox) error // puts it in the state, and checks it is
 	// undo takes it out of the state; it is safe when the sandbox is not
 	// in it (a call that failed may or may not have landed).
