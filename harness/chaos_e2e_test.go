@@ -204,10 +204,11 @@ var _ = Describe("the disconnect fault", func() {
 		Expect(res.Verdict).To(Equal(harness.VerdictPass), "%s %+v", res.Reason, res.Faults)
 		f := faultResult(res, "disconnect")
 		Expect(f.Met).To(BeTrue(), f.MetDetail)
-		Expect(f.MetDetail).To(MatchRegexp(`detached from network overnight-net-`))
+		Expect(f.MetDetail).To(ContainSubstring("attempt 1's sandbox was cut from its run's network"))
 
 		_, err = h.Run(ctx, harness.RunRequest{Scenario: deploy(), Faults: faults("disconnect@step:2/1h")})
-		Expect(err).To(MatchError(ContainSubstring("no network to disconnect")))
+		Expect(err).To(MatchError(chaos.ErrUnsupported))
+		Expect(err).To(MatchError(ContainSubstring("this scenario gives its sandbox none: add `sandbox: {network: internal}`")))
 	}, SpecTimeout(2*time.Minute))
 })
 

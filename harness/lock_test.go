@@ -70,3 +70,41 @@ var _ = Describe("the run's lock", func() {
 		Expect(lr.r.faults.faults[0].rec.Met).To(BeTrue(), lr.r.faults.faults[0].rec.MetDetail)
 	}, SpecTimeout(time.Minute))
 })
+
+// countingSandbox is a sandbox that counts its freezes and thaws.
+type countingSandbox struct {
+	sandbox.Sandbox
+	freezes, thaws int
+}
+
+func (s *countingSandbox) ID() string                   { return "the-frozen-one" }
+func (s *countingSandbox) Freeze(context.Context) error { s.freezes++; return nil }
+func (s *countingSandbox) Thaw(context.Context) error   { s.thaws++; return nil }
+
+var _ = Describe("a lasting fault", func() {
+	It("re-applied to the attempt whose sandbox it holds already does nothing, and still heals it", func(ctx SpecContext) {
+		h, err := Open(ctx, Options{StateDir: GinkgoT().TempDir()})
+		Expect(err).NotTo(HaveOccurred())
+		scen, err := scenarios.Parse("backend-test.yaml", []byte(backendScenario))
+		Expect(err).NotTo(HaveOccurred())
+		id, err := h.create(ctx, RunRequest{Scenario: scen})
+		Expect(err).NotTo(HaveOccurred())
+		lr := liveRunOf(h, id)
+		lr.attempt()
+		sb := &countingSandbox{}
+		t := runTarget{lr.r}
+		lr.r.mu.Lock()
+		lr.r.sup.box = sb
+		// Fired on the sandbox before its start was noted, then re-applied
+		// to the attempt when it was.
+		Expect(t.PauseAgent(ctx)).To(Succeed())
+		Expect(t.PauseAgent(ctx)).To(Succeed())
+		lr.r.unlock()
+		Eventually(func() int { lr.r.mu.Lock(); defer lr.r.mu.Unlock(); return sb.freezes }).Should(Equal(1))
+		lr.r.mu.Lock()
+		Expect(lr.r.sup.isFrozen()).To(BeTrue(), "still known to be frozen")
+		Expect(t.UnpauseAgent(ctx)).To(Succeed())
+		lr.r.unlock()
+		Eventually(func() int { lr.r.mu.Lock(); defer lr.r.mu.Unlock(); return sb.thaws }).Should(Equal(1), "thawed when it heals")
+	})
+})

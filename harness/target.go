@@ -190,6 +190,13 @@ func (t runTarget) hold(ctx context.Context, l lasting) error {
 	if err := t.r.h.capable(l.need); err != nil {
 		return err
 	}
+	if *l.held == sb {
+		// It holds this sandbox already: the fault fired on it before the
+		// supervisor noted its start (the agent's first request did), and
+		// is now re-applied to the attempt. A second call would fail, and
+		// its undo would forget the sandbox is held.
+		return nil
+	}
 	*l.held = sb
 	t.met(fmt.Sprintf(l.done, t.r.sup.current))
 	t.later(ctx, func(kctx context.Context) error {

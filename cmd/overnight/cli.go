@@ -27,6 +27,7 @@ import (
 	"github.com/overnight-dev/overnight/reflect"
 	"github.com/overnight-dev/overnight/sandbox"
 	"github.com/overnight-dev/overnight/sandbox/initproc"
+	"github.com/overnight-dev/overnight/sandbox/sandboxtest/probe"
 	"github.com/overnight-dev/overnight/scenarios"
 	"github.com/overnight-dev/overnight/scenarios/agents"
 	"github.com/overnight-dev/overnight/scenarios/builtin"
@@ -153,6 +154,9 @@ func executeWith(args []string, stdout, stderr io.Writer) int {
 	}
 	if len(args) > 0 && args[0] == "pause" {
 		return initproc.Pause() // PID 1 of a network-namespace holder
+	}
+	if len(args) > 0 && args[0] == "probe" {
+		return probe.Main(args[1:]) // what the sandbox conformance kit runs inside a sandbox
 	}
 	if len(args) > 0 && args[0] == "agent" {
 		if len(args) < 2 {
