@@ -181,6 +181,13 @@ func (t runTarget) PauseAgent(ctx context.Context) error {
 		return err
 	}
 	sup := &t.r.sup
+	if sup.paused == id {
+		// Frozen already: the fault fired on this container before the
+		// supervisor noted its start (the agent's first request did), and
+		// is now re-applied to the attempt. A second pause would fail, and
+		// its undo would forget the container is frozen.
+		return nil
+	}
 	sup.paused = id
 	t.met(fmt.Sprintf("attempt %d's container was frozen", sup.current))
 	t.engineLater(ctx, func(kctx context.Context, eng *sandbox.Engine) error {
@@ -263,6 +270,9 @@ func (t runTarget) DisconnectSandbox(ctx context.Context) error {
 		return errors.New("the sandbox has no network to disconnect (give the scenario sandbox: {network: internal})")
 	}
 	sup := &t.r.sup
+	if sup.detached == id {
+		return nil // detached already (see PauseAgent)
+	}
 	sup.detached = id
 	t.met(fmt.Sprintf("attempt %d's container was detached from network %s", sup.current, network))
 	t.engineLater(ctx, func(kctx context.Context, eng *sandbox.Engine) error {
