@@ -355,7 +355,7 @@ var _ = Describe("the deploy scenario against the real engine", func() {
 		var runID string
 		s := deployWith("  slow: {builtin: deployer, args: [--step-delay, 300ms]}\n")
 		_, err = h.Run(ctx, harness.RunRequest{Scenario: s, Agent: "slow", Started: func(id string) { runID = id }})
-		Expect(err).To(MatchError(ContainSubstring("lost track of container")))
+		Expect(err).To(MatchError(ContainSubstring("lost track of sandbox")))
 		Expect(h.Close()).To(Succeed())
 
 		h2, err := harness.Open(ctx, harness.Options{StateDir: state, InitBinary: initBinary, Sandbox: docker.Using(dockerCli)})

@@ -491,7 +491,7 @@ var _ = Describe("bad input", func() {
 
 	It("exits 3 when the Docker engine is unreachable, and records no run", func(ctx SpecContext) {
 		state := stateDir()
-		o := overnight(ctx, state, []string{"DOCKER_HOST=unix:///tmp/ovn-no-such-dockerCli.sock"}, "run", "deploy")
+		o := overnight(ctx, state, []string{"DOCKER_HOST=unix:///tmp/ovn-no-such-docker.sock"}, "run", "deploy")
 		Expect(o.code).To(Equal(3))
 		Expect(o.stderr).To(ContainSubstring("cannot reach the Docker engine"))
 		runs := overnight(ctx, state, nil, "runs", "-o", "json")

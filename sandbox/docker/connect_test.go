@@ -19,7 +19,7 @@ var _ = Describe("Connect", func() {
 		Expect(c).To(BeNil())
 		Expect(err).To(MatchError(docker.ErrEngineUnreachable))
 		Expect(time.Since(began)).To(BeNumerically("<", 2*time.Second))
-		Expect(err.Error()).To(HavePrefix("cannot reach the sandbox backend: the Docker engine at " + host + ": "))
+		Expect(err.Error()).To(HavePrefix("cannot reach the Docker engine at " + host + ": "))
 		Expect(err.Error()).To(ContainSubstring("is dockerd running? (DOCKER_HOST=\"" + host + "\")"))
 		Expect(err).To(MatchError(sandbox.ErrUnavailable), "the contract's sentinel, whatever the backend")
 	})

@@ -36,7 +36,12 @@ import (
 
 // ErrEngineUnreachable: the Docker engine could not be reached (Connect, or any call that lost
 // the connection). It is also sandbox.ErrUnavailable.
-var ErrEngineUnreachable = fmt.Errorf("%w: the Docker engine", sandbox.ErrUnavailable)
+var ErrEngineUnreachable error = unreachable{}
+
+type unreachable struct{}
+
+func (unreachable) Error() string        { return "cannot reach the Docker engine" }
+func (unreachable) Is(target error) bool { return target == sandbox.ErrUnavailable }
 
 // errGone is sandbox.ErrNotFound, said of the engine.
 var errGone = fmt.Errorf("%w on the Docker engine", sandbox.ErrNotFound)

@@ -1,0 +1,98 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os/exec"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/overnight-dev/overnight/harness/harnesstest"
+	"github.com/overnight-dev/overnight/sandbox"
+)
+
+// startKilled starts the binary with args and SIGKILLs it after delay (or
+// when it ends first); it returns the run id it announced, if any.
+func startKilled(ctx context.Context, state string, delay time.Duration, args ...string) string {
+	GinkgoHelper()
+	cmd := exec.CommandContext(ctx, bin, append([]string{"--state", state}, args...)...)
+	stderr, err := cmd.StderrPipe()
+	Expect(err).NotTo(HaveOccurred())
+	Expect(cmd.Start()).To(Succeed())
+	id := ""
+	read := make(chan struct{})
+	go func() {
+		defer close(read)
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			if rest, ok := strings.CutPrefix(sc.Text(), "run "); ok && id == "" && !strings.Contains(rest, " ") {
+				id = rest
+			}
+		}
+	}()
+	timer := time.AfterFunc(delay, func() { _ = cmd.Process.Signal(syscall.SIGKILL) })
+	<-read // EOF: the process is dead (or done), its stderr closed
+	timer.Stop()
+	_ = cmd.Wait()
+	return id
+}
+
+// managed lists the containers labelled with the state dir, the
+// network-namespace holders of the processes that died included.
+func managed(ctx context.Context, state string) []string {
+	GinkgoHelper()
+	list, err := dockerCli.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(
+		filters.Arg("label", sandbox.LabelManaged+"=true"), filters.Arg("label", sandbox.LabelState+"="+sandbox.StateHash(state)))})
+	Expect(err).NotTo(HaveOccurred())
+	var out []string
+	for _, c := range list {
+		out = append(out, fmt.Sprintf("%.12s %s %s", c.ID, c.Names, c.State))
+	}
+	return out
+}
+
+var _ = Describe("torture: harnesses SIGKILLed at random", func() {
+	It("leaves no container behind once `overnight gc` has run, whatever they were doing", func(ctx SpecContext) {
+		state := stateDir()
+		rng := rand.New(rand.NewPCG(uint64(GinkgoRandomSeed()), 7))
+		scenarios := [][]string{
+			{"run", "deploy", "--fault", "kill@step:2"},
+			{"run", "deploy", "--fault", "pause@step:2/30m"},
+			{"run", "week", "--seed", "42"},
+			{"run", "deploy-v2", "--lessons", "none"},
+			{"run", "deploy", "--chaos", "random", "--chaos-kinds", "kill,restart,stop"},
+			{"suite", "deploy", "--seeds", "3", "--parallel", "3", "--chaos", "random", "--chaos-kinds", "kill,restart"},
+		}
+		var ids []string
+		for i := range 8 {
+			args := scenarios[rng.IntN(len(scenarios))]
+			if args[0] == "run" {
+				args = append(append([]string{}, args...), "--seed", fmt.Sprint(i+1))
+			}
+			delay := time.Duration(600+rng.IntN(2400)) * time.Millisecond
+			if id := startKilled(ctx, state, delay, args...); id != "" {
+				ids = append(ids, id)
+			}
+			// Half the time, a resume of a killed run is killed too.
+			if len(ids) > 0 && rng.IntN(2) == 0 {
+				startKilled(ctx, state, time.Duration(200+rng.IntN(800))*time.Millisecond, "resume", ids[rng.IntN(len(ids))])
+			}
+		}
+		left := managed(ctx, state)
+		GinkgoWriter.Printf("left by %d killed harnesses: %v\n", len(ids), left)
+		Expect(left).NotTo(BeEmpty(), "the torture left nothing to clean: it tested nothing")
+		gc := overnight(ctx, state, nil, "gc", "-o", "json")
+		Expect(gc.code).To(Equal(0), gc.stderr)
+		Expect(managed(ctx, state)).To(BeEmpty(), "overnight gc leaves no container of a state dir whose harnesses all died")
+		vols := harnesstest.Leftovers(ctx, dockerCli, state)
+		GinkgoWriter.Printf("workspaces kept for resumable runs: %v\n", vols)
+	}, SpecTimeout(8*time.Minute))
+})
