@@ -1,7 +1,7 @@
 // Package harness is overnight's orchestrator and the Go API a user reaches
 // for first: open a Harness on a state dir, run a scenario (built-in by
-// name, a file, or Go values) in a Docker sandbox under faults, and read
-// the verdict and the whole history of the run.
+// name, a file, or Go values) in a sandbox under faults, and read the
+// verdict and the whole history of the run.
 //
 //	h, _ := harness.Open(ctx, harness.Options{StateDir: dir, InitBinary: bin})
 //	defer h.Close()
@@ -19,9 +19,11 @@
 //	run.go         the gateway's backend and the hub wiring the parts
 //	effects.go     the effect path: admit → intent → gate → toxic → world → result
 //	faults.go      the fault engine: fire, heal, stacking, evidence of "met"
-//	target.go      what faults act on (chaos.Target), engine calls outside the lock
+//	target.go      what faults act on (chaos.Target), backend calls outside the lock
 //	clock.go       the virtual clock: discrete-event advance, idle jump, down windows
-//	supervisor.go  attempts: containers, tokens, back-off, the next attempt
+//	supervisor.go  attempts: sandboxes, tokens, back-off, the next attempt
+//	backend.go     the sandbox backend (only through the sandbox contract), warm.go
+//	janitor.go     reaping dead runs' leftovers, in the background
 //	llmpath.go     the LLM path: endpoint, budget, recording (llmreplay.go: replay)
 //	judge.go       the verdict, from history and the invariant registry
 //	hooks.go       the extension points: gate, lessons, failures, the next attempt
