@@ -41,12 +41,12 @@ bench: ## measure the journal, the gateway (effects, LLM calls), the week, kill 
 	$(GO) test -run '^$$' -bench 'Effect|LLM' -benchtime 2000x ./harness
 	GOMAXPROCS=2 $(GO) test -run '^$$' -bench 'LLMOverhead' -benchtime 2000x ./harness
 	$(GO) test -run '^$$' -bench 'Week|KillRecovery' -benchtime 3x ./harness
-	$(GO) test -run '^$$' -bench ColdStart -benchtime 20x ./sandbox
+	$(GO) test -run '^$$' -bench ColdStart -benchtime 20x ./sandbox/docker
 	$(GO) test -run '^$$' -bench NeverSeenImage -benchtime 10x ./harness
 	$(GO) test -run '^$$' -bench GateAllow ./reflect
 	$(GO) test -run '^$$' -bench FailureToDecision -benchtime 10x ./reflect
 	$(GO) test -run '^$$' -bench 'Replay$$' -benchtime 3x ./reflect
-	$(GO) test -run '^$$' -bench GatewayFloor -benchtime 3x ./sandbox
+	$(GO) test -run '^$$' -bench GatewayFloor -benchtime 3x ./sandbox/docker
 	$(GO) test -run '^$$' -bench LoadgenFloor -benchtime 3x ./harness
 	$(GO) test -run '^$$' -bench RunList -benchtime 200x ./harness/viewer
 	$(GO) test -run '^$$' -bench SuiteDeploy -benchtime 1x -timeout 60m ./harness/suite
