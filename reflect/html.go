@@ -8,6 +8,7 @@ import (
 
 	"github.com/overnight-dev/overnight/harness/history"
 	"github.com/overnight-dev/overnight/harness/timeline"
+	"github.com/overnight-dev/overnight/harness/writeup"
 )
 
 // sectionsHTML renders a run's reflections and the gate's decisions: the
@@ -53,23 +54,15 @@ func SectionsHTML(refls []history.ReflectionRecord, gate []history.GateRecord) (
 	return template.HTML(buf.String()), err
 }
 
+// reportHTML is the reflection report's body: the run, its timeline, then
+// the reflections and the gate's decisions as a run's own report shows
+// them.
 var reportHTML = sync.OnceValue(func() *template.Template {
-	return template.Must(template.New("report").Parse(`<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>Reflections of run {{.RunID}}</title>
-<style>
-body{font-family:system-ui,sans-serif;max-width:1000px;margin:2em auto;padding:0 1em;color:#222;line-height:1.45}
-table{border-collapse:collapse;margin:.5em 0 1em}td,th{border:1px solid #ccc;padding:.25em .5em;text-align:left;vertical-align:top}
-code,pre{background:#f4f4f4;padding:.1em .3em;white-space:pre-wrap;word-break:break-word}
-blockquote{border-left:4px solid #1565c0;margin:.5em 0;padding:.2em .8em;background:#f3f7fc}
-.pass{color:#2e7d32}.fail{color:#c62828}.unknown{color:#ef6c00}.muted{color:#666}td.n,th.n{text-align:right}
-</style></head><body>
-<h1>Reflections of run {{.RunID}}</h1>
+	return template.Must(template.New("report").Parse(`<h1>Reflections of run {{.RunID}}</h1>
 <p>Scenario <b>{{.Scenario}}</b>{{if .Agent}} (agent {{.Agent}}){{end}}. Verdict: <b class="{{.Verdict}}">{{.Verdict}}</b> — {{.Reason}}</p>
 <h2>Timeline</h2>
 {{.SVG}}
-{{.Sections}}
-</body></html>
-`))
+{{.Sections}}`))
 })
 
 // WriteHTML writes the report as one self-contained HTML page (no external
@@ -81,14 +74,12 @@ func (rep *Report) WriteHTML(w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	var buf bytes.Buffer
-	err = reportHTML().Execute(&buf, struct {
+	body, err := writeup.Render(reportHTML(), struct {
 		*Report
 		SVG, Sections template.HTML
 	}{rep, timeline.SVG(rep.Timeline), sections})
 	if err != nil {
 		return err
 	}
-	_, err = w.Write(buf.Bytes())
-	return err
+	return writeup.WritePage(w, writeup.Page{Title: "Reflections of run " + rep.RunID, Body: body})
 }

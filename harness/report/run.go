@@ -14,6 +14,7 @@ import (
 	"github.com/overnight-dev/overnight/harness"
 	"github.com/overnight-dev/overnight/harness/history"
 	"github.com/overnight-dev/overnight/harness/timeline"
+	"github.com/overnight-dev/overnight/harness/writeup"
 	"github.com/overnight-dev/overnight/reflect"
 )
 
@@ -300,7 +301,7 @@ func RunBody(f *history.Full, _ RunOptions) (template.HTML, error) {
 			return "", err
 		}
 	}
-	return render(runHTML(), struct {
+	return writeup.Render(runHTML(), struct {
 		*runModel
 		SVG, Sections template.HTML
 	}{m, timeline.SVG(m.Marks), sections})
@@ -314,7 +315,7 @@ func RunHTML(w io.Writer, f *history.Full, opts RunOptions) error {
 	if err != nil {
 		return err
 	}
-	return writePage(w, "overnight run "+f.Run.Record.ID, body)
+	return writeup.WritePage(w, writeup.Page{Title: "overnight run " + f.Run.Record.ID, Body: body})
 }
 
 // RunMarkdown writes a run's report as Markdown: what RunHTML shows but

@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/overnight-dev/overnight/harness/suite"
+	"github.com/overnight-dev/overnight/harness/writeup"
 )
 
 // maxHTMLRuns bounds the table of runs that did not pass in a suite's HTML
@@ -106,7 +107,7 @@ func SuiteBody(res *suite.Result, opts SuiteOptions) (template.HTML, error) {
 	if anyFromCorpus(all[:len(failed)]) {
 		note = corpusNote
 	}
-	return render(suiteHTML(), struct {
+	return writeup.Render(suiteHTML(), struct {
 		Res                            *suite.Result
 		Sum                            suite.Summary
 		Headline, Class, Started, Wall string
@@ -127,7 +128,7 @@ func SuiteHTML(w io.Writer, res *suite.Result, opts SuiteOptions) error {
 	if err != nil {
 		return err
 	}
-	return writePage(w, "overnight suite "+res.Suite.ID, body)
+	return writeup.WritePage(w, writeup.Page{Title: "overnight suite " + res.Suite.ID, Body: body})
 }
 
 // headlineClass is the style class of a suite's outcome.

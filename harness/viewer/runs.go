@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/overnight-dev/overnight/harness/history"
+	"github.com/overnight-dev/overnight/harness/writeup"
 )
 
 var runsHTML = sync.OnceValue(func() *template.Template {
@@ -65,7 +66,7 @@ func (v *Viewer) runs(w http.ResponseWriter, r *http.Request) {
 	for _, h := range pg.Runs {
 		live = live || h.Status == history.StatusRunning
 	}
-	body, err := render(runsHTML(), data)
+	body, err := writeup.Render(runsHTML(), data)
 	if err != nil {
 		v.fail(w, r, err)
 		return

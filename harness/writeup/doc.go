@@ -1,0 +1,12 @@
+// Package writeup is how overnight writes a run up for a person, in the
+// part its three HTML writers share — the reflection report (reflect),
+// the run and suite reports (harness/report) and the viewer
+// (harness/viewer): the one page shell with the one stylesheet (Style,
+// WritePage).
+//
+// A page needs nothing but itself: the stylesheet is inlined, and there is
+// no script and no external asset (the viewer's Content-Security-Policy
+// relies on it). The package renders what it is given; it reads nothing
+// and stores nothing, and it sits below every package that writes a page,
+// so that none of them imports another for its look.
+package writeup
