@@ -7,8 +7,9 @@
 // SVG timeline, as Markdown, and as its result's JSON. Its HTML pages are
 // written in harness/writeup's page shell, with the one stylesheet every
 // overnight page shares, and need nothing but themselves: no script, no
-// external asset. Each format
-// is one file of this package and is pinned by golden files (testdata/).
+// external asset. A run's reflections and the gate's decisions are
+// writeup's sections, the same as the reflection report's. Each format is
+// one file of this package and is pinned by golden files (testdata/).
 //
 // It reads results and histories; it runs nothing and stores nothing.
 package report

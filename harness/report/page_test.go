@@ -2,6 +2,7 @@ package report_test
 
 import (
 	"bytes"
+	"os/exec"
 	"strings"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -26,5 +27,13 @@ var _ = Describe("the reports' pages", func() {
 			Expect(page).To(ContainSubstring("<style>"+string(writeup.Style)+"</style>"), name)
 			Expect(harnesstest.Unstyled(string(writeup.Style), page)).To(BeEmpty(), "%s: classes with no rule in writeup.Style", name)
 		}
+	})
+
+	It("come from a package that does not import reflect: a run's reflections are written up from its history records", func() {
+		cmd := exec.Command("go", "list", "-deps", "./harness/report")
+		cmd.Dir = harnesstest.ModuleRoot()
+		out, err := cmd.Output()
+		Expect(err).NotTo(HaveOccurred())
+		Expect(strings.Fields(string(out))).NotTo(ContainElement("github.com/overnight-dev/overnight/reflect"))
 	})
 })

@@ -15,7 +15,6 @@ import (
 	"github.com/overnight-dev/overnight/harness/history"
 	"github.com/overnight-dev/overnight/harness/timeline"
 	"github.com/overnight-dev/overnight/harness/writeup"
-	"github.com/overnight-dev/overnight/reflect"
 )
 
 // ErrNoResult is returned by RunJSON for a run that has not ended: it has
@@ -297,7 +296,7 @@ func RunBody(f *history.Full, _ RunOptions) (template.HTML, error) {
 	var sections template.HTML
 	if m.Reflective {
 		var err error
-		if sections, err = reflect.SectionsHTML(m.Reflections, m.Gate); err != nil {
+		if sections, err = writeup.ReflectionsHTML(m.Reflections, m.Gate); err != nil {
 			return "", err
 		}
 	}
@@ -375,7 +374,7 @@ func RunMarkdown(w io.Writer, f *history.Full) error {
 	mdSection(&b, "Attempts", "", "No attempt started.", "| attempt | started | ended | how it ended | exit code | notes |\n|--:|---|---|---|--:|---|", rows)
 	fmt.Fprintf(&b, "## LLM\n\n%s\n\n", m.LLMText())
 	if m.Reflective {
-		b.WriteString(reflect.SectionsMarkdown(m.Reflections, m.Gate))
+		b.WriteString(writeup.ReflectionsMarkdown(m.Reflections, m.Gate))
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

@@ -1,8 +1,10 @@
 // Package writeup is how overnight writes a run up for a person, in the
-// part its three HTML writers share — the reflection report (reflect),
-// the run and suite reports (harness/report) and the viewer
-// (harness/viewer): the one page shell with the one stylesheet (Style,
-// WritePage).
+// parts that the reflection report (reflect), the run and suite reports
+// (harness/report) and the viewer (harness/viewer) share: the one HTML
+// page shell with the one stylesheet (Style, WritePage), and a run's
+// reflections and the gate's decisions as sections rendered from its
+// history records, in Markdown (ReflectionsMarkdown) and HTML
+// (ReflectionsHTML).
 //
 // A page needs nothing but itself: the stylesheet is inlined, and there is
 // no script and no external asset (the viewer's Content-Security-Policy
