@@ -420,7 +420,7 @@ func runCmd(g *globals) *cobra.Command {
   overnight run ./my-scenario.yaml`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			scen, err := resolveScenario(args[0])
+			scen, err := loadScenario(args[0])
 			if err != nil {
 				return &codeError{exitError, err}
 			}

@@ -274,7 +274,7 @@ first by the next suite of the same run flags (--no-corpus: neither).`,
 			spec := suite.Spec{Scenarios: args, Agents: agentList, Seeds: seedList, Config: suite.Config{
 				Faults: texts, RandomFaults: random, RandomKinds: rf.kinds, LLM: rf.llmSpec, Timeout: rf.timeout, MaxAttempts: rf.maxAttempts,
 				Extras: map[string]string{reflect.ExtraLessons: rf.lessons}}}
-			plan, err := suite.Build(spec, resolveScenario)
+			plan, err := suite.Build(spec, loadScenario)
 			if err != nil {
 				if errors.Is(err, suite.ErrPlan) {
 					return usagef("%w", err)
@@ -291,9 +291,7 @@ first by the next suite of the same run flags (--no-corpus: neither).`,
 			}
 			defer h.Close()
 			for _, s := range plan.Scenarios {
-				if err := h.Check(plan.Scenario(s.Name)); err != nil {
-					return &codeError{exitError, err}
-				}
+				// loadScenario has checked each against the harness already.
 				if random > 0 {
 					if err := h.CheckRandom(plan.Scenario(s.Name), rf.kinds); err != nil {
 						return &codeError{exitError, err}

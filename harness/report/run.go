@@ -127,7 +127,7 @@ func newRunModel(f *history.Full) *runModel {
 		m.LLM, m.LLMSoFar = llmSoFar(run.LLM), len(run.LLM) > 0
 	}
 	if m.Claim == "" {
-		m.Claim = "none"
+		m.Claim = history.OutcomeNone
 	}
 	for _, fr := range run.Faults {
 		row := faultRow{Spec: fr.Spec, From: fr.From, Applied: "never fired", Healed: "–", Met: "no", Detail: fr.MetDetail, Attempt: fr.AppliedAttempt}

@@ -5,6 +5,7 @@ import (
 	"io"
 	"sync"
 
+	"github.com/overnight-dev/overnight/harness/history"
 	"github.com/overnight-dev/overnight/harness/suite"
 	"github.com/overnight-dev/overnight/harness/writeup"
 )
@@ -135,11 +136,11 @@ func SuiteHTML(w io.Writer, res *suite.Result, opts SuiteOptions) error {
 func headlineClass(res *suite.Result) string {
 	switch h := headline(res); {
 	case h[0] == 'P':
-		return "pass"
+		return history.VerdictPass
 	case h[0] == 'F':
-		return "fail"
+		return history.VerdictFail
 	}
-	return "unknown"
+	return history.VerdictUnknown
 }
 
 func kValue(v suite.KValues, k int) string {

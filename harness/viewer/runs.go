@@ -51,7 +51,7 @@ func (v *Viewer) runs(w http.ResponseWriter, r *http.Request) {
 		Page               history.RunPage
 		Seed, Prev, Next   string
 		Verdicts, Statuses []string
-	}{Q: q, Page: pg, Verdicts: []string{history.VerdictPass, history.VerdictFail, history.VerdictUnknown, "none"},
+	}{Q: q, Page: pg, Verdicts: []string{history.VerdictPass, history.VerdictFail, history.VerdictUnknown, history.VerdictNone},
 		Statuses: []string{history.StatusRunning, history.StatusInterrupted, history.StatusFinished}}
 	if q.Seed != nil {
 		data.Seed = strconv.FormatInt(*q.Seed, 10)
