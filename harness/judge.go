@@ -98,7 +98,7 @@ func (r *run) judge(ctx context.Context, end endState) (*Result, error) {
 	res := &Result{
 		RunID: rec.ID, Scenario: rec.Scenario, Agent: rec.Agent, Seed: rec.Seed, Attempts: rec.Attempts,
 		StepsCompleted: cp.Step, Faults: faultResults(faults, rec.VirtualStart), Invariants: []InvariantResult{},
-		VirtualMS: ms(clock.Sub(rec.VirtualStart)), Outcome: "none", LLM: totals,
+		VirtualMS: ms(clock.Sub(rec.VirtualStart)), Outcome: history.OutcomeNone, LLM: totals,
 	}
 	if done != nil {
 		res.Outcome = done.Outcome
@@ -325,7 +325,7 @@ func digest(effects []history.EffectRecord, cps []history.CheckpointRecord, faul
 	if len(lessons) > 0 {
 		line(append([]string{"lessons"}, lessons...)...)
 	}
-	outcome := "none"
+	outcome := history.OutcomeNone
 	if done != nil {
 		outcome = done.Outcome
 	}

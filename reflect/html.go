@@ -1,75 +1,23 @@
 package reflect
 
 import (
-	"bytes"
 	"html/template"
 	"io"
 	"sync"
 
-	"github.com/overnight-dev/overnight/harness/history"
 	"github.com/overnight-dev/overnight/harness/timeline"
+	"github.com/overnight-dev/overnight/harness/writeup"
 )
 
-// sectionsHTML renders a run's reflections and the gate's decisions: the
-// part of the reflection report that a run's own report carries too.
-var sectionsHTML = sync.OnceValue(func() *template.Template {
-	return template.Must(template.New("sections").Funcs(template.FuncMap{
-		"decision": decisionText, "author": lessonAuthor, "yesno": yesNo, "cameBack": cameBack, "replays": replaysSummary, "orNone": orNone,
-		"replaysExplained": func() string { return replaysExplained }, "inc": func(i int) int { return i + 1 },
-	}).Parse(`{{if not .Reflections}}<p>The run opened no reflection.</p>{{end}}
-{{range $refl := .Reflections}}<section>
-<h2>Reflection {{.ID}}: {{decision .}}</h2>
-<p><b>Trigger.</b> {{.Trigger.Kind}} in attempt {{.Trigger.Attempt}}, after step {{.Trigger.Step}}: {{.Trigger.Detail}}</p>
-<p><b>Where the run stood.</b> Last good checkpoint seq {{.Checkpoint}}; the failing attempt started from checkpoint {{.StartCheckpoint}}; the real world's ledger at entry {{.WorldSeq}}.</p>
-{{if .Replays}}<p><b>Replays in isolation.</b> {{replays .Replays}} <span class="muted">{{replaysExplained}}</span></p>
-<table><tr><th class="n">replay</th><th>isolated run</th><th>failure came back?</th><th>the replay's own verdict</th><th>detail</th></tr>
-{{range $i, $r := .Replays}}<tr><td class="n">{{inc $i}}</td><td>{{.RunID}}</td><td class="{{if .Reproduced}}fail{{else}}pass{{end}}">{{yesno .Reproduced}}</td><td class="{{.Verdict}}">{{orNone .Verdict}}</td><td>{{.Detail}}</td></tr>
-{{end}}</table>{{end}}
-{{if .ReplaysSkipped}}<p><b>No replays.</b> {{.ReplaysSkipped}}.</p>{{end}}
-{{if .Divergence}}<p><b>First divergence.</b> {{.Divergence}}</p>{{end}}
-{{with .Diagnosis}}<p><b>Diagnosis.</b> <code>{{.Class}}</code>: {{.Detail}}</p><p>Evidence: <code>{{printf "%s" .Evidence}}</code></p>{{end}}
-{{with .Counterfactual}}<p><b>Counterfactual</b> (the same re-run without the run's faults, run {{.RunID}}): {{cameBack .Reproduced}} (its own verdict: {{orNone .Verdict}}).</p>{{end}}
-{{if .Remembered}}<p><b>Remembered lessons</b> the failing attempt was handed, verified against this run's world before any new lesson was drawn:</p><table><tr><th>lesson</th><th>drawn in run</th><th>verification run</th><th>verdict</th><th>reason</th></tr>
-{{range .Remembered}}<tr><td>{{.Lesson.ID}}</td><td>{{.Run}}</td><td>{{.Verification.RunID}}</td><td class="{{.Verification.Verdict}}">{{.Verification.Verdict}}</td><td>{{.Verification.Reason}}</td></tr>{{end}}</table>{{end}}
-{{with .Lesson}}<p><b>Lesson</b> {{.ID}}{{if $refl.FromMemory}}, remembered from an earlier run{{end}}, {{author .By}}:</p><blockquote>{{.Text}}</blockquote>{{end}}
-{{with .Verification}}<p><b>Verification</b> in isolation (run {{.RunID}}, on the real world at ledger entry {{.WorldSeq}}): {{.Verdict}} — {{.Reason}}{{if .Stale}} (went stale; redone {{.Redone}} time(s)){{end}}</p>{{end}}
-<p><b>Decision.</b> {{.Decision}}: {{.Reason}}</p>
-</section>{{end}}
-<h2>The gate</h2>
-{{if .Gate}}<table><tr><th>effect</th><th>kind</th><th>policy</th><th>decision</th><th>by</th><th>reason</th></tr>
-{{range .Gate}}<tr><td>{{.Key}}</td><td>{{.Kind}}</td><td>{{.Policy}}</td><td>{{.Decision}}</td><td>{{.By}}</td><td>{{.Reason}}</td></tr>{{end}}</table>
-{{else}}<p>No effect waited at the gate or was denied by it.</p>{{end}}`))
-})
-
-// SectionsHTML renders a run's reflections and the gate's decisions as
-// HTML sections (h2 headings, tables; no styles of their own): the part of
-// the reflection report that a run's own report and the viewer carry too.
-func SectionsHTML(refls []history.ReflectionRecord, gate []history.GateRecord) (template.HTML, error) {
-	var buf bytes.Buffer
-	err := sectionsHTML().Execute(&buf, struct {
-		Reflections []history.ReflectionRecord
-		Gate        []history.GateRecord
-	}{refls, gate})
-	return template.HTML(buf.String()), err
-}
-
+// reportHTML is the reflection report's body: the run, its timeline, then
+// the reflections and the gate's decisions as a run's own report shows
+// them.
 var reportHTML = sync.OnceValue(func() *template.Template {
-	return template.Must(template.New("report").Parse(`<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>Reflections of run {{.RunID}}</title>
-<style>
-body{font-family:system-ui,sans-serif;max-width:1000px;margin:2em auto;padding:0 1em;color:#222;line-height:1.45}
-table{border-collapse:collapse;margin:.5em 0 1em}td,th{border:1px solid #ccc;padding:.25em .5em;text-align:left;vertical-align:top}
-code,pre{background:#f4f4f4;padding:.1em .3em;white-space:pre-wrap;word-break:break-word}
-blockquote{border-left:4px solid #1565c0;margin:.5em 0;padding:.2em .8em;background:#f3f7fc}
-.pass{color:#2e7d32}.fail{color:#c62828}.unknown{color:#ef6c00}.muted{color:#666}td.n,th.n{text-align:right}
-</style></head><body>
-<h1>Reflections of run {{.RunID}}</h1>
+	return template.Must(template.New("report").Parse(`<h1>Reflections of run {{.RunID}}</h1>
 <p>Scenario <b>{{.Scenario}}</b>{{if .Agent}} (agent {{.Agent}}){{end}}. Verdict: <b class="{{.Verdict}}">{{.Verdict}}</b> — {{.Reason}}</p>
 <h2>Timeline</h2>
 {{.SVG}}
-{{.Sections}}
-</body></html>
-`))
+{{.Sections}}`))
 })
 
 // WriteHTML writes the report as one self-contained HTML page (no external
@@ -77,18 +25,16 @@ blockquote{border-left:4px solid #1565c0;margin:.5em 0;padding:.2em .8em;backgro
 // faults, the reflections' replays and verifications, and the gate's
 // decisions.
 func (rep *Report) WriteHTML(w io.Writer) error {
-	sections, err := SectionsHTML(rep.Reflections, rep.Gate)
+	sections, err := writeup.ReflectionsHTML(rep.Reflections, rep.Gate)
 	if err != nil {
 		return err
 	}
-	var buf bytes.Buffer
-	err = reportHTML().Execute(&buf, struct {
+	body, err := writeup.Render(reportHTML(), struct {
 		*Report
 		SVG, Sections template.HTML
 	}{rep, timeline.SVG(rep.Timeline), sections})
 	if err != nil {
 		return err
 	}
-	_, err = w.Write(buf.Bytes())
-	return err
+	return writeup.WritePage(w, writeup.Page{Title: "Reflections of run " + rep.RunID, Body: body})
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/overnight-dev/overnight/harness"
 	"github.com/overnight-dev/overnight/harness/history"
+	"github.com/overnight-dev/overnight/harness/writeup"
 	"github.com/overnight-dev/overnight/sandbox/protocol"
 	"github.com/overnight-dev/overnight/scenarios"
 )
@@ -249,7 +250,7 @@ func (rf *reflector) process(i int) {
 	}
 	rf.open = -1
 	rf.signal()
-	rf.h.Progressf("reflection %s %s: %s", r.ID, decisionText(r), r.Reason)
+	rf.h.Progressf("reflection %s %s: %s", r.ID, writeup.DecisionText(r), r.Reason)
 }
 
 // stages runs the stages not yet on record, saving each.

@@ -440,7 +440,11 @@ func runCmd(g *globals) *cobra.Command {
   overnight run ./my-scenario.yaml`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			scen, err := resolveScenario(args[0])
+			backend, err := g.sandboxType()
+			if err != nil {
+				return err
+			}
+			scen, err := loadScenario(args[0], backend)
 			if err != nil {
 				return &codeError{exitError, err}
 			}

@@ -46,7 +46,8 @@ var _ = Describe("an error with --output json", func() {
 	It("names the scenario file, line and column of a bad scenario", func(ctx SpecContext) {
 		dir := GinkgoT().TempDir()
 		file := filepath.Join(dir, "bad.yaml")
-		Expect(os.WriteFile(file, []byte("apiVersion: overnight/v1\nkind: Scenario\nname: bad\nworld: cloud\nagent: {builtin: deployer}\nfaults: [kill@stp:3]\n"), 0o644)).To(Succeed())
+		Expect(os.WriteFile(file, []byte("apiVersion: overnight/v1\nkind: Scenario\nname: bad\nworld: cloud\nagent: {builtin: deployer}\nfaults: [kill@stp:3]\n"+
+			"task: {network: n, database: d, migration: 1, service: {name: s, image: \"i:1\"}, dns: a.example}\n"), 0o644)).To(Succeed())
 		o := overnight(ctx, stateDir(), nil, "run", file, "--output", "json")
 		Expect(o.code).To(Equal(3))
 		e := errorJSON(o)
@@ -59,7 +60,7 @@ var _ = Describe("an error with --output json", func() {
 		// A scripted rule's $task reference is checked against the task when the file is loaded.
 		ref := filepath.Join(dir, "ref.yaml")
 		Expect(os.WriteFile(ref, []byte("apiVersion: overnight/v1\nkind: Scenario\nname: ref\nworld: cloud\nagent: {builtin: deployer}\n"+
-			"task: {network: prod-net}\nllm:\n  rules:\n    - when: {}\n      tool_calls: [{name: create_network, arguments: {name: $task.netwrk}}]\n"), 0o644)).To(Succeed())
+			"task: {network: prod-net, database: d, migration: 1, service: {name: s, image: \"i:1\"}, dns: a.example}\nllm:\n  rules:\n    - when: {}\n      tool_calls: [{name: create_network, arguments: {name: $task.netwrk}}]\n"), 0o644)).To(Succeed())
 		o = overnight(ctx, stateDir(), nil, "-q", "run", ref, "-o", "json")
 		Expect(o.code).To(Equal(3))
 		e = errorJSON(o)

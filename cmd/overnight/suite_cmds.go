@@ -14,6 +14,7 @@ import (
 	reports "github.com/overnight-dev/overnight/harness/report"
 	"github.com/overnight-dev/overnight/harness/suite"
 	"github.com/overnight-dev/overnight/reflect"
+	"github.com/overnight-dev/overnight/scenarios"
 )
 
 // suiteOutputs are where a suite's result goes: files for CI, and the
@@ -274,7 +275,11 @@ first by the next suite of the same run flags (--no-corpus: neither).`,
 			spec := suite.Spec{Scenarios: args, Agents: agentList, Seeds: seedList, Config: suite.Config{
 				Faults: texts, RandomFaults: random, RandomKinds: rf.kinds, LLM: rf.llmSpec, Timeout: rf.timeout, MaxAttempts: rf.maxAttempts,
 				Extras: map[string]string{reflect.ExtraLessons: rf.lessons}}}
-			plan, err := suite.Build(spec, resolveScenario)
+			backend, err := g.sandboxType()
+			if err != nil {
+				return err
+			}
+			plan, err := suite.Build(spec, func(arg string) (*scenarios.Scenario, error) { return loadScenario(arg, backend) })
 			if err != nil {
 				if errors.Is(err, suite.ErrPlan) {
 					return usagef("%w", err)
@@ -291,9 +296,7 @@ first by the next suite of the same run flags (--no-corpus: neither).`,
 			}
 			defer h.Close()
 			for _, s := range plan.Scenarios {
-				if err := h.Check(plan.Scenario(s.Name)); err != nil {
-					return &codeError{exitError, err}
-				}
+				// loadScenario has checked each against the harness already.
 				if random > 0 {
 					if err := h.CheckRandom(plan.Scenario(s.Name), rf.kinds); err != nil {
 						return &codeError{exitError, err}

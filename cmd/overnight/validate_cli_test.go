@@ -255,3 +255,62 @@ func yamlAsJSON(raw []byte) any {
 	Expect(err).NotTo(HaveOccurred())
 	return doc
 }
+
+// The problems a command prints for people: validate's on stdout (its lines
+// but the "expected:" ones), run's and suite's on stderr, after "overnight: ".
+func problemLines(text string) []string {
+	GinkgoHelper()
+	var lines []string
+	for _, l := range strings.Split(strings.TrimSuffix(text, "\n"), "\n") {
+		if !strings.HasPrefix(l, "    expected: ") {
+			lines = append(lines, strings.TrimPrefix(l, "overnight: "))
+		}
+	}
+	return lines
+}
+
+var _ = Describe("overnight run and suite on scenarios with problems", func() {
+	It("report every problem validate reports, each at file:line:column, exit 3, and record nothing", func(ctx SpecContext) {
+		dir := GinkgoT().TempDir()
+		unknowns := strings.Replace(strings.Replace(validHeader, "world: cloud", "world: mars", 1), "builtin: deployer", "builtin: nobody", 1)
+		// Problems of what the file names only: the world, the agent, a fault's kind.
+		named := scenarioFile(dir, "named.yaml", unknowns+"faults: [meteor@step:1]\n")
+		// The same, with a problem of the file itself (a fault's syntax) among them.
+		mixed := scenarioFile(dir, "mixed.yaml", strings.Replace(unknowns, "name: t", "name: u", 1)+"faults: [kill@stp:3]\nlimits: {timeout: 5x}\n")
+
+		v := overnight(ctx, GinkgoT().TempDir(), nil, "validate", named, mixed)
+		Expect(v.code).To(Equal(3), v.stderr)
+		want := problemLines(v.stdout)
+		Expect(want).To(HaveLen(7), v.stdout)
+		Expect(want).To(ContainElements(
+			ContainSubstring(named+`:4:8: world: unknown world "mars"`),
+			ContainSubstring(named+`:5:18: agent.builtin: no built-in agent "nobody"`),
+			ContainSubstring(named+`:7:10: faults[0]: fault "meteor@step:1": unknown fault kind "meteor"`),
+			ContainSubstring(mixed+`:4:8: world: unknown world "mars"`),
+			ContainSubstring(mixed+`:7:15: faults[0]: invalid fault "kill@stp:3"`),
+		))
+
+		state := filepath.Join(GinkgoT().TempDir(), "state")
+		var fromRun []string
+		for _, file := range []string{named, mixed} {
+			o := overnight(ctx, state, nil, "-q", "run", file, "--seed", "1")
+			Expect(o.code).To(Equal(3), o.stdout+o.stderr)
+			Expect(o.stdout).To(BeEmpty())
+			fromRun = append(fromRun, problemLines(o.stderr)...)
+		}
+		Expect(fromRun).To(Equal(want), "run prints the problems validate prints")
+
+		o := overnight(ctx, state, nil, "-q", "suite", named, "deploy", mixed, "--seeds", "1")
+		Expect(o.code).To(Equal(3), o.stdout+o.stderr)
+		Expect(problemLines(o.stderr)).To(Equal(want), "suite prints the problems of every file, as validate does")
+
+		o = overnight(ctx, state, nil, "run", mixed, "-o", "json")
+		Expect(o.code).To(Equal(3))
+		e := errorJSON(o)
+		Expect(e).To(HaveKeyWithValue("code", "scenario_invalid"))
+		Expect(e).To(HaveKeyWithValue("line", 4.0), "at the first problem")
+		Expect(strings.Split(e["message"].(string), "\n")).To(Equal(want[3:]))
+
+		Expect(state).NotTo(BeAnExistingFile(), "nothing recorded: not even a state dir")
+	})
+})

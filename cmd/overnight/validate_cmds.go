@@ -88,16 +88,33 @@ when the schema says. Exit 0 when every file is valid, 3 when any is not.`,
 	return cmd
 }
 
-// validateFile loads one scenario (a path or a built-in name) and checks it
-// against what this binary offers: every problem, those of the file and
-// those of what it names (see scenarios.Validate).
-func validateFile(arg string, backend sandbox.Type) fileReport {
-	r := fileReport{File: arg, Errors: []problemReport{}}
-	_, err := scenarios.Validate(arg, builtin.Lookup, builtin.Names(), func(scen *scenarios.Scenario) error {
+// loadScenario finds a scenario (a path or a built-in name) and checks it
+// as validate does, against what this binary offers: every problem, those
+// of the file and those of what it names — its world and task, its
+// built-in agents, its faults — each at file:line:column (see
+// scenarios.Validate). run and suite load their scenarios with it before
+// they open the state dir, so they report what validate reports, and a
+// scenario with problems records nothing.
+func loadScenario(arg string, backend sandbox.Type) (*scenarios.Scenario, error) {
+	scen, err := scenarios.Validate(arg, builtin.Lookup, builtin.Names(), func(scen *scenarios.Scenario) error {
+		// The harness g.open makes checks against the same: its default
+		// worlds and fault catalog, this binary's built-in agents, and the
+		// --backend's capabilities.
 		return harness.CheckScenario(scen, harness.CheckOptions{
 			Worlds: harness.DefaultWorlds(), BuiltinAgents: agents.Names(), Faults: chaos.Default(), Backend: backend,
 		})
 	})
+	if err != nil {
+		return nil, &scenarioLoadError{err}
+	}
+	return scen, nil
+}
+
+// validateFile loads one scenario (a path or a built-in name) with
+// loadScenario and reports its problems.
+func validateFile(arg string, backend sandbox.Type) fileReport {
+	r := fileReport{File: arg, Errors: []problemReport{}}
+	_, err := loadScenario(arg, backend)
 	if err == nil {
 		r.Valid = true
 		return r

@@ -33,7 +33,8 @@ const DefaultAgent = "default"
 type RunQuery struct {
 	Scenario string `json:"scenario,omitempty"`
 	Agent    string `json:"agent,omitempty"` // DefaultAgent for a scenario's own
-	// Verdict is pass, fail or unknown, or "none" for a run without one.
+	// Verdict is pass, fail or unknown, or VerdictNone for a run without
+	// one.
 	Verdict string `json:"verdict,omitempty"`
 	Status  string `json:"status,omitempty"`
 	Seed    *int64 `json:"seed,omitempty"`
@@ -248,7 +249,7 @@ func (ix *RunIndex) sorted() ([]RunRecord, [2][]string) {
 func (q RunQuery) matches(h RunRecord) bool {
 	verdict := h.Verdict
 	if verdict == "" {
-		verdict = "none"
+		verdict = VerdictNone
 	}
 	return (q.Isolated || h.Isolated == nil) &&
 		(q.Scenario == "" || q.Scenario == h.Scenario) &&

@@ -7,14 +7,25 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/overnight-dev/overnight/scenarios/invariant"
 )
 
-// Verdicts.
+// Verdicts of a run: the words an invariant's judgement uses
+// (scenarios/invariant), which are defined there once.
 const (
-	VerdictPass    = "pass"
-	VerdictFail    = "fail"
-	VerdictUnknown = "unknown"
+	VerdictPass    = invariant.Pass
+	VerdictFail    = invariant.Fail
+	VerdictUnknown = invariant.Unknown
+	// VerdictNone stands for a run that has no verdict yet (a RunQuery's
+	// Verdict, the viewer's filter); no Result carries it.
+	VerdictNone = "none"
 )
+
+// OutcomeNone is a Result's Outcome when the agent made no claim of its own
+// (it never called done); the claims it can make are protocol.OutcomeSuccess
+// and protocol.OutcomeFailure.
+const OutcomeNone = "none"
 
 // Result is a run's verdict and the evidence for it: the JSON contract of
 // `overnight run --output json`. Fields are only ever added.

@@ -14,6 +14,18 @@ const (
 	maxBufferedEntries = 512
 )
 
+// CommitUnsynced writes all entries atomically, in order with every other
+// commit, but does not wait for a sync: they become durable with the next
+// sync anyone makes, and are lost if the machine dies first (a SIGKILL of
+// the process loses nothing: the write is in the operating system's
+// hands). It is for writes that may be lost in a crash — an isolated re-run
+// that the reflection redoes from its own durable record. Readers see the
+// entries as soon as it returns. The buffered commits (CommitBuffered) are
+// written first, so it also writes every commit made before it.
+func (j *Journal) CommitUnsynced(ctx context.Context, entries ...Entry) error {
+	return j.commitUnsynced(ctx, entries, false)
+}
+
 // CommitBuffered commits entries atomically, in order with every other
 // commit, without writing them yet: they wait in memory, with the commits
 // buffered around them, and are written to Badger as one transaction — by
@@ -35,6 +47,13 @@ const (
 // written, so a failure to write them cannot be returned to them: it is
 // sticky, and every later commit fails with it.
 func (j *Journal) CommitBuffered(ctx context.Context, entries ...Entry) error {
+	return j.commitUnsynced(ctx, entries, true)
+}
+
+// commitUnsynced is CommitUnsynced, or CommitBuffered when buffer is set:
+// a commit that no sync follows, made in the caller's goroutine under
+// writeMu, so it stays in order with the committer's writes.
+func (j *Journal) commitUnsynced(ctx context.Context, entries []Entry, buffer bool) error {
 	r, err := j.newRequest(ctx, false, entries)
 	if err != nil || r == nil {
 		return err
@@ -44,6 +63,18 @@ func (j *Journal) CommitBuffered(ctx context.Context, entries ...Entry) error {
 	if j.isClosing() {
 		return ErrClosed
 	}
+	if buffer {
+		return j.bufferLocked(r)
+	}
+	if err := j.flushBufferedLocked(); err != nil { // also the sticky error
+		return err
+	}
+	return j.writeUnsyncedLocked([]*request{r}, fmt.Sprintf("commit of %d entries", len(r.entries)))
+}
+
+// bufferLocked adds r to the buffer, writing the buffer first when r would
+// overflow it; the caller holds writeMu.
+func (j *Journal) bufferLocked(r *request) error {
 	if j.syncErr != nil {
 		return j.syncErr
 	}
@@ -103,14 +134,25 @@ func (j *Journal) flushBufferedLocked() error {
 	if j.syncErr != nil {
 		return j.syncErr
 	}
+	if err := j.writeUnsyncedLocked(batch, fmt.Sprintf("%d buffered commits", len(batch))); err != nil {
+		j.syncErr = fmt.Errorf("%w; reopen the journal to continue", err)
+		return j.syncErr
+	}
+	return nil
+}
+
+// writeUnsyncedLocked writes batch in one Badger transaction that no sync
+// follows, tells the WAL syncer so, and counts the commits; the caller
+// holds writeMu. what names batch in an error.
+func (j *Journal) writeUnsyncedLocked(batch []*request, what string) error {
 	txn := j.db.NewTransaction(true)
 	defer txn.Discard()
 	var entries uint64
 	for _, r := range batch {
 		if err := setAll(txn, r); err != nil {
-			// Not expected: the buffer is kept far below Badger's limits.
-			j.syncErr = fmt.Errorf("stage %d buffered commits in journal %s: %w; they are lost; reopen the journal to continue", len(batch), j.dir, err)
-			return j.syncErr
+			// Not expected: newRequest checked keys and sizes with Badger's
+			// own rules, and the buffer is kept far below Badger's limits.
+			return fmt.Errorf("stage %s in journal %s: %w; nothing of it was written", what, j.dir, err)
 		}
 		entries += uint64(len(r.entries))
 	}
@@ -118,8 +160,7 @@ func (j *Journal) flushBufferedLocked() error {
 		if ws, ok := j.syncer.(*walSyncer); ok {
 			ws.failedWrite()
 		}
-		j.syncErr = fmt.Errorf("write %d buffered commits to journal %s: %w; their outcome is unknown; reopen the journal to continue", len(batch), j.dir, err)
-		return j.syncErr
+		return fmt.Errorf("write %s to journal %s: %w; their outcome is unknown", what, j.dir, err)
 	}
 	if ws, ok := j.syncer.(*walSyncer); ok {
 		ws.unsyncedWrite()

@@ -46,46 +46,6 @@ func (j *Journal) Commit(ctx context.Context, entries ...Entry) error {
 	return j.commit(ctx, false, entries)
 }
 
-// CommitUnsynced writes all entries atomically, in order with every other
-// commit, but does not wait for a sync: they become durable with the next
-// sync anyone makes, and are lost if the machine dies first (a SIGKILL of
-// the process loses nothing: the write is in the operating system's
-// hands). It is for writes that may be lost in a crash — an isolated re-run
-// that the reflection redoes from its own durable record. Readers see the
-// entries as soon as it returns. The buffered commits (CommitBuffered) are
-// written first, so it also writes every commit made before it.
-func (j *Journal) CommitUnsynced(ctx context.Context, entries ...Entry) error {
-	r, err := j.newRequest(ctx, false, entries)
-	if err != nil || r == nil {
-		return err
-	}
-	j.writeMu.Lock()
-	defer j.writeMu.Unlock()
-	if j.isClosing() {
-		return ErrClosed
-	}
-	if err := j.flushBufferedLocked(); err != nil { // also the sticky error
-		return err
-	}
-	txn := j.db.NewTransaction(true)
-	defer txn.Discard()
-	if err := setAll(txn, r); err != nil {
-		return fmt.Errorf("stage commit of %d entries in journal %s: %w", len(entries), j.dir, err)
-	}
-	if err := txn.Commit(); err != nil {
-		if ws, ok := j.syncer.(*walSyncer); ok {
-			ws.failedWrite()
-		}
-		return fmt.Errorf("write %d entries to journal %s: %w; their outcome is unknown", len(entries), j.dir, err)
-	}
-	if ws, ok := j.syncer.(*walSyncer); ok {
-		ws.unsyncedWrite()
-	}
-	j.commits.Add(1)
-	j.entries.Add(uint64(len(entries)))
-	return nil
-}
-
 func (j *Journal) commit(ctx context.Context, internal bool, entries []Entry) error {
 	r, err := j.newRequest(ctx, internal, entries)
 	if err != nil || r == nil {

@@ -4,10 +4,12 @@
 // reproducing command, skipped for unknown), as JSON, as a Markdown
 // summary fit for a CI step summary and as a self-contained HTML page; and
 // a run's history (history.Full) as a self-contained HTML page with its
-// SVG timeline, as Markdown, and as its result's JSON. The HTML pages share
-// one stylesheet (Style), which the viewer (harness/viewer) uses too, and
-// need nothing but themselves: no script, no external asset. Each format
-// is one file of this package and is pinned by golden files (testdata/).
+// SVG timeline, as Markdown, and as its result's JSON. Its HTML pages are
+// written in harness/writeup's page shell, with the one stylesheet every
+// overnight page shares, and need nothing but themselves: no script, no
+// external asset. A run's reflections and the gate's decisions are
+// writeup's sections, the same as the reflection report's. Each format is
+// one file of this package and is pinned by golden files (testdata/).
 //
 // It reads results and histories; it runs nothing and stores nothing.
 package report

@@ -174,7 +174,7 @@ func testcase(r suite.RunResult) junitTestcase {
 	case r.Error != "":
 		tc.Error = &junitProblem{Message: r.Reason, Type: "harness", Body: "the harness could not run this case: " + r.Error + "\nreproduce: " + r.Reproduce + "\n"}
 	case r.Verdict == history.VerdictFail:
-		tc.Failure = &junitProblem{Message: r.Reason, Type: "fail", Body: details(r)}
+		tc.Failure = &junitProblem{Message: r.Reason, Type: history.VerdictFail, Body: details(r)}
 	case r.Verdict != history.VerdictPass:
 		tc.Skipped = &junitProblem{Message: "unknown: " + r.Reason}
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/overnight-dev/overnight/harness"
 	"github.com/overnight-dev/overnight/harness/history"
 	"github.com/overnight-dev/overnight/harness/timeline"
-	"github.com/overnight-dev/overnight/reflect"
+	"github.com/overnight-dev/overnight/harness/writeup"
 )
 
 // ErrNoResult is returned by RunJSON for a run that has not ended: it has
@@ -127,7 +127,7 @@ func newRunModel(f *history.Full) *runModel {
 		m.LLM, m.LLMSoFar = llmSoFar(run.LLM), len(run.LLM) > 0
 	}
 	if m.Claim == "" {
-		m.Claim = "none"
+		m.Claim = history.OutcomeNone
 	}
 	for _, fr := range run.Faults {
 		row := faultRow{Spec: fr.Spec, From: fr.From, Applied: "never fired", Healed: "–", Met: "no", Detail: fr.MetDetail, Attempt: fr.AppliedAttempt}
@@ -296,11 +296,11 @@ func RunBody(f *history.Full, _ RunOptions) (template.HTML, error) {
 	var sections template.HTML
 	if m.Reflective {
 		var err error
-		if sections, err = reflect.SectionsHTML(m.Reflections, m.Gate); err != nil {
+		if sections, err = writeup.ReflectionsHTML(m.Reflections, m.Gate); err != nil {
 			return "", err
 		}
 	}
-	return render(runHTML(), struct {
+	return writeup.Render(runHTML(), struct {
 		*runModel
 		SVG, Sections template.HTML
 	}{m, timeline.SVG(m.Marks), sections})
@@ -314,7 +314,7 @@ func RunHTML(w io.Writer, f *history.Full, opts RunOptions) error {
 	if err != nil {
 		return err
 	}
-	return writePage(w, "overnight run "+f.Run.Record.ID, body)
+	return writeup.WritePage(w, writeup.Page{Title: "overnight run " + f.Run.Record.ID, Body: body})
 }
 
 // RunMarkdown writes a run's report as Markdown: what RunHTML shows but
@@ -374,7 +374,7 @@ func RunMarkdown(w io.Writer, f *history.Full) error {
 	mdSection(&b, "Attempts", "", "No attempt started.", "| attempt | started | ended | how it ended | exit code | notes |\n|--:|---|---|---|--:|---|", rows)
 	fmt.Fprintf(&b, "## LLM\n\n%s\n\n", m.LLMText())
 	if m.Reflective {
-		b.WriteString(reflect.SectionsMarkdown(m.Reflections, m.Gate))
+		b.WriteString(writeup.ReflectionsMarkdown(m.Reflections, m.Gate))
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

@@ -5,7 +5,9 @@ import (
 	"io"
 	"sync"
 
+	"github.com/overnight-dev/overnight/harness/history"
 	"github.com/overnight-dev/overnight/harness/suite"
+	"github.com/overnight-dev/overnight/harness/writeup"
 )
 
 // maxHTMLRuns bounds the table of runs that did not pass in a suite's HTML
@@ -106,7 +108,7 @@ func SuiteBody(res *suite.Result, opts SuiteOptions) (template.HTML, error) {
 	if anyFromCorpus(all[:len(failed)]) {
 		note = corpusNote
 	}
-	return render(suiteHTML(), struct {
+	return writeup.Render(suiteHTML(), struct {
 		Res                            *suite.Result
 		Sum                            suite.Summary
 		Headline, Class, Started, Wall string
@@ -127,18 +129,18 @@ func SuiteHTML(w io.Writer, res *suite.Result, opts SuiteOptions) error {
 	if err != nil {
 		return err
 	}
-	return writePage(w, "overnight suite "+res.Suite.ID, body)
+	return writeup.WritePage(w, writeup.Page{Title: "overnight suite " + res.Suite.ID, Body: body})
 }
 
 // headlineClass is the style class of a suite's outcome.
 func headlineClass(res *suite.Result) string {
 	switch h := headline(res); {
 	case h[0] == 'P':
-		return "pass"
+		return history.VerdictPass
 	case h[0] == 'F':
-		return "fail"
+		return history.VerdictFail
 	}
-	return "unknown"
+	return history.VerdictUnknown
 }
 
 func kValue(v suite.KValues, k int) string {

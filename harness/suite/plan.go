@@ -123,7 +123,8 @@ func (p *Plan) Scenario(name string) *scenarios.Scenario { return p.scenarios[na
 // Build resolves spec's scenarios with resolve (a built-in name or a path
 // to a *scenarios.Scenario) and lists its cases: scenarios in the order
 // given, each scenario's agents (the default first, then the variants by
-// name), each agent's seeds in order.
+// name), each agent's seeds in order. When scenarios fail to resolve, the
+// error joins the failures of every one of them, in order.
 func Build(spec Spec, resolve func(string) (*scenarios.Scenario, error)) (*Plan, error) {
 	if len(spec.Scenarios) == 0 {
 		return nil, fmt.Errorf("%w: no scenarios: name built-in scenarios, scenario files or directories of them", ErrPlan)
@@ -150,11 +151,23 @@ func Build(spec Spec, resolve func(string) (*scenarios.Scenario, error)) (*Plan,
 	}
 	all := len(spec.Agents) == 1 && spec.Agents[0] == "all"
 	used := map[string]bool{}
-	for _, src := range sources {
-		scen, err := resolve(src)
-		if err != nil {
-			return nil, err
+	resolved := make([]*scenarios.Scenario, len(sources))
+	var failed []error
+	for i, src := range sources {
+		var err error
+		if resolved[i], err = resolve(src); err != nil {
+			failed = append(failed, err)
 		}
+	}
+	switch len(failed) {
+	case 0:
+	case 1:
+		return nil, failed[0]
+	default:
+		return nil, errors.Join(failed...)
+	}
+	for i, src := range sources {
+		scen := resolved[i]
 		if prev, ok := p.scenarios[scen.Name]; ok {
 			if prev.Source == scen.Source {
 				continue // named twice: once is enough

@@ -5,6 +5,8 @@ import (
 	"io"
 	"sync"
 	"time"
+
+	"github.com/overnight-dev/overnight/harness/history"
 )
 
 // Progress hears of a suite's runs as they end. Its methods are called one
@@ -51,7 +53,7 @@ func (p *progress) Finished(r RunResult, done, total int, t Counts) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	status := p.status(done, total, t)
-	if r.Verdict != "pass" {
+	if r.Verdict != history.VerdictPass {
 		what := fmt.Sprintf("%s %s/%s seed %d (run %s): %s", r.Verdict, r.Scenario, r.Agent, r.Seed, r.RunID, r.Reason)
 		if p.color {
 			what = "\x1b[31m" + what + "\x1b[0m"

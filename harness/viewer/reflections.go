@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/overnight-dev/overnight/harness/history"
+	"github.com/overnight-dev/overnight/harness/writeup"
 )
 
 var reflectionsHTML = sync.OnceValue(func() *template.Template {
@@ -38,7 +39,7 @@ func (v *Viewer) reflections(w http.ResponseWriter, r *http.Request) {
 		v.fail(w, r, err)
 		return
 	}
-	body, err := render(reflectionsHTML(), refls)
+	body, err := writeup.Render(reflectionsHTML(), refls)
 	if err != nil {
 		v.fail(w, r, err)
 		return

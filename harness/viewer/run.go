@@ -11,6 +11,7 @@ import (
 
 	"github.com/overnight-dev/overnight/harness/history"
 	"github.com/overnight-dev/overnight/harness/report"
+	"github.com/overnight-dev/overnight/harness/writeup"
 )
 
 // maxEvents bounds the trajectory a run page shows (its newest events).
@@ -77,7 +78,7 @@ func (v *Viewer) run(w http.ResponseWriter, r *http.Request) {
 	if n := len(data.Events); n > maxEvents {
 		data.Events, data.EventsCut = data.Events[n-maxEvents:], n
 	}
-	body, err := render(runHTML(), data)
+	body, err := writeup.Render(runHTML(), data)
 	if err != nil {
 		v.fail(w, r, err)
 		return

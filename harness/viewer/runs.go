@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/overnight-dev/overnight/harness/history"
+	"github.com/overnight-dev/overnight/harness/writeup"
 )
 
 var runsHTML = sync.OnceValue(func() *template.Template {
@@ -50,7 +51,7 @@ func (v *Viewer) runs(w http.ResponseWriter, r *http.Request) {
 		Page               history.RunPage
 		Seed, Prev, Next   string
 		Verdicts, Statuses []string
-	}{Q: q, Page: pg, Verdicts: []string{history.VerdictPass, history.VerdictFail, history.VerdictUnknown, "none"},
+	}{Q: q, Page: pg, Verdicts: []string{history.VerdictPass, history.VerdictFail, history.VerdictUnknown, history.VerdictNone},
 		Statuses: []string{history.StatusRunning, history.StatusInterrupted, history.StatusFinished}}
 	if q.Seed != nil {
 		data.Seed = strconv.FormatInt(*q.Seed, 10)
@@ -65,7 +66,7 @@ func (v *Viewer) runs(w http.ResponseWriter, r *http.Request) {
 	for _, h := range pg.Runs {
 		live = live || h.Status == history.StatusRunning
 	}
-	body, err := render(runsHTML(), data)
+	body, err := writeup.Render(runsHTML(), data)
 	if err != nil {
 		v.fail(w, r, err)
 		return

@@ -9,6 +9,7 @@ import (
 	"github.com/overnight-dev/overnight/harness/history"
 	"github.com/overnight-dev/overnight/harness/report"
 	"github.com/overnight-dev/overnight/harness/suite"
+	"github.com/overnight-dev/overnight/harness/writeup"
 )
 
 var suitesHTML = sync.OnceValue(func() *template.Template {
@@ -40,7 +41,7 @@ func (v *Viewer) suites(w http.ResponseWriter, r *http.Request) {
 		}
 		items = append(items, suiteItem{Rec: rec, Res: res, Link: "/suites/" + url.PathEscape(rec.ID)})
 	}
-	body, err := render(suitesHTML(), items)
+	body, err := writeup.Render(suitesHTML(), items)
 	if err != nil {
 		v.fail(w, r, err)
 		return

@@ -2,8 +2,8 @@
 // read-only, server-rendered site over one state dir — the runs with
 // filters and paging, a run's timeline, invariants, faults, effects, LLM
 // exchanges and each attempt's logs, the reflections, and the suites'
-// results. Pages are html/template with the reports' stylesheet inlined:
-// no script, no external asset.
+// results. Pages are html/template in overnight's one page shell
+// (harness/writeup), its stylesheet inlined: no script, no external asset.
 //
 // It reads through a Source (a harness.View in overnight serve), which
 // never holds the state dir while idle; it writes nothing, and it answers
@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"html/template"
+	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -27,8 +28,8 @@ import (
 	"github.com/overnight-dev/overnight/harness"
 	"github.com/overnight-dev/overnight/harness/history"
 	"github.com/overnight-dev/overnight/harness/journal"
-	"github.com/overnight-dev/overnight/harness/report"
 	"github.com/overnight-dev/overnight/harness/suite"
+	"github.com/overnight-dev/overnight/harness/writeup"
 )
 
 // Source is what the viewer reads: a harness.View in overnight serve.
@@ -94,26 +95,34 @@ func (v *Viewer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	v.mux.ServeHTTP(w, r)
 }
 
-// page is what the layout wraps around a page's body.
+// page is a viewer page before write puts it into overnight's page shell
+// (harness/writeup) with the viewer's navigation on top.
 type page struct {
-	Title    string
-	Body     template.HTML
-	Refresh  int // seconds; 0: none
-	StateDir string
-	Via      string
+	Title   string
+	Body    template.HTML
+	Refresh int // seconds; 0: none
 }
 
-var layout = sync.OnceValue(func() *template.Template {
-	return template.Must(template.New("layout").Parse(`<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>{{.Title}} — overnight</title>
-{{if .Refresh}}<meta http-equiv="refresh" content="{{.Refresh}}">
-{{end}}<style>{{.Style}}</style></head><body>
-<nav><b>overnight</b> &nbsp; <a href="/runs">Runs</a><a href="/reflections">Reflections</a><a href="/suites">Suites</a>
+// frame is a page's body with the navigation and what the viewer reads
+// on top.
+var frame = sync.OnceValue(func() *template.Template {
+	return template.Must(template.New("frame").Parse(`<nav><b>overnight</b> &nbsp; <a href="/runs">Runs</a><a href="/reflections">Reflections</a><a href="/suites">Suites</a>
 <span class="muted">read-only view of {{.StateDir}}{{with .Via}} · {{.}}{{end}}</span></nav>
-{{.Body}}
-</body></html>
-`))
+{{.Body}}`))
 })
+
+// writePage writes p as a whole page, its header saying via (if not
+// empty) how the state dir is read. Nothing is written when it fails.
+func (v *Viewer) writePage(w io.Writer, p page, via string) error {
+	body, err := writeup.Render(frame(), struct {
+		Body          template.HTML
+		StateDir, Via string
+	}{p.Body, v.src.StateDir(), via})
+	if err != nil {
+		return err
+	}
+	return writeup.WritePage(w, writeup.Page{Title: p.Title + " — overnight", Refresh: p.Refresh, Body: body})
+}
 
 // What the header says of the state dir: whether a run is live in it, and
 // so whether what a page shows may still change.
@@ -124,21 +133,14 @@ const (
 
 // write renders a page with status 200.
 func (v *Viewer) write(w http.ResponseWriter, r *http.Request, p page) {
-	p.StateDir = v.src.StateDir()
-	p.Via = viaFree
+	via := viaFree
 	if v.src.Owned(r.Context()) {
-		p.Via = viaOwned
-	}
-	var buf bytes.Buffer
-	if err := layout().Execute(&buf, struct {
-		page
-		Style template.CSS
-	}{p, report.Style}); err != nil {
-		v.fail(w, r, err)
-		return
+		via = viaOwned
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	_, _ = w.Write(buf.Bytes())
+	if err := v.writePage(w, p, via); err != nil {
+		v.fail(w, r, err)
+	}
 }
 
 // fail answers an error: 404 for what does not exist, 400 for a bad query,
@@ -162,11 +164,8 @@ func (v *Viewer) fail(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(status)
-	_ = layout().Execute(w, struct {
-		page
-		Style template.CSS
-	}{page{Title: http.StatusText(status), StateDir: v.src.StateDir(),
-		Body: template.HTML("<h1>" + template.HTMLEscapeString(http.StatusText(status)) + "</h1><p>" + template.HTMLEscapeString(err.Error()) + "</p>")}, report.Style})
+	_ = v.writePage(w, page{Title: http.StatusText(status),
+		Body: template.HTML("<h1>" + template.HTMLEscapeString(http.StatusText(status)) + "</h1><p>" + template.HTMLEscapeString(err.Error()) + "</p>")}, "")
 }
 
 // badQuery is a request whose parameters make no sense.
@@ -237,15 +236,6 @@ func decodeSuite(rec history.SuiteRecord) (*suite.Result, error) {
 		return nil, fmt.Errorf("suite %s: its result does not decode: %w", rec.ID, err)
 	}
 	return &res, nil
-}
-
-// render executes a page body template.
-func render(t *template.Template, data any) (template.HTML, error) {
-	var buf bytes.Buffer
-	if err := t.Execute(&buf, data); err != nil {
-		return "", err
-	}
-	return template.HTML(buf.String()), nil
 }
 
 // title is a page's title from its parts.

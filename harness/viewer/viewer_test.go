@@ -19,6 +19,7 @@ import (
 	"github.com/overnight-dev/overnight/harness/history"
 	"github.com/overnight-dev/overnight/harness/journal"
 	"github.com/overnight-dev/overnight/harness/viewer"
+	"github.com/overnight-dev/overnight/harness/writeup"
 )
 
 func TestViewer(t *testing.T) {
@@ -132,7 +133,7 @@ var _ = Describe("the viewer", func() {
 		Expect(code).To(Equal(404))
 	})
 
-	It("is read-only and self-contained: GET and HEAD only, a policy that lets nothing load from elsewhere", func() {
+	It("is read-only and self-contained: GET and HEAD only, a policy that lets nothing load from elsewhere, every page in the one page shell", func() {
 		resp, err := srv.Client().Post(srv.URL+"/runs", "text/plain", strings.NewReader("x"))
 		Expect(err).NotTo(HaveOccurred())
 		resp.Body.Close()
@@ -141,10 +142,12 @@ var _ = Describe("the viewer", func() {
 		Expect(err).NotTo(HaveOccurred())
 		resp.Body.Close()
 		Expect(resp.Header.Get("Content-Security-Policy")).To(HavePrefix("default-src 'none'"))
-		for _, path := range []string{"/runs", "/reflections", "/suites", "/suites/suite-fixture", "/runs/" + detailed} {
+		for _, path := range []string{"/runs", "/reflections", "/suites", "/suites/suite-fixture", "/runs/" + detailed, "/runs/" + detailed + "/report.html", "/runs/no-such-run"} {
 			_, body := get(srv, path)
 			Expect(body).NotTo(MatchRegexp(externalRef.String()), path)
 			Expect(body).NotTo(ContainSubstring("<script"), path)
+			Expect(body).To(ContainSubstring("<style>"+string(writeup.Style)+"</style>"), "%s: overnight's one page shell", path)
+			Expect(harnesstest.Unstyled(string(writeup.Style), body)).To(BeEmpty(), "%s: classes with no rule in the stylesheet", path)
 		}
 	})
 })

@@ -60,7 +60,6 @@ const deploySteps = 5
 // loop's crash-loop tests use it.
 func Deployer(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("deployer", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	naive := fs.Bool("naive", false, "never read the checkpoint back and send effects without keys (deliberately broken)")
 	delay := fs.Duration("step-delay", 0, "wait this long (real time) before each step, to watch or interrupt a run mid-way")
 	stubborn := fs.Bool("ignore-sigterm", false, "keep working after SIGTERM until SIGKILLed, as an agent that ignores shutdown requests does")
@@ -70,25 +69,12 @@ func Deployer(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	randomNet := fs.Bool("random-network-name", false, "name its network with a random suffix (a re-run never asks for the same network twice: for divergence tests)")
 	flaky := fs.Bool("flaky", false, "half the time (a coin per process) send step 4 without its image, which the world refuses: a flaky agent")
 	fragile := fs.Bool("fragile-resume", false, "read its checkpoint back more strictly than it writes it, so every resume dies (exit 1) — a crash-recovery bug — unless a crash_recovery lesson says how to read it")
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	if *stubborn {
-		ctx = context.WithoutCancel(ctx)
-	}
-	c, err := agent.FromEnv()
-	if err != nil {
-		fmt.Fprintln(stderr, "deployer:", err)
-		return 2
-	}
-	if err := deploy(ctx, c, deployOptions{naive: *naive, delay: *delay, giveUp: *giveUp, ignoreLessons: *ignoreLessons, blindRetry: *blindRetry, randomNet: *randomNet, flaky: *flaky, fragile: *fragile}, stdout); err != nil {
-		fmt.Fprintln(stderr, "deployer:", err)
-		if errors.Is(err, agent.ErrFenced) {
-			return 3
+	return runMain(ctx, fs, args, stderr, func(ctx context.Context, c *agent.Client) error {
+		if *stubborn {
+			ctx = context.WithoutCancel(ctx)
 		}
-		return 1
-	}
-	return 0
+		return deploy(ctx, c, deployOptions{naive: *naive, delay: *delay, giveUp: *giveUp, ignoreLessons: *ignoreLessons, blindRetry: *blindRetry, randomNet: *randomNet, flaky: *flaky, fragile: *fragile}, stdout)
+	})
 }
 
 // deployOptions are the deployer's variants.

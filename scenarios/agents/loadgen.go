@@ -20,34 +20,21 @@ import (
 // sandbox (container start excluded).
 func Loadgen(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("loadgen", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	n := fs.Int("requests", 1000, "how many gateway requests to make")
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	c, err := agent.FromEnv()
-	if err != nil {
-		fmt.Fprintln(stderr, "loadgen:", err)
-		return 2
-	}
-	if _, err := c.Resume(ctx); err != nil {
-		fmt.Fprintln(stderr, "loadgen:", err)
-		return 1
-	}
-	start := time.Now()
-	for i := 0; i < *n; i++ {
-		if err := LoadgenStep(ctx, c, i); err != nil {
-			fmt.Fprintf(stderr, "loadgen: request %d: %v\n", i, err)
-			return 1
+	return runMain(ctx, fs, args, stderr, func(ctx context.Context, c *agent.Client) error {
+		if _, err := c.Resume(ctx); err != nil {
+			return err
 		}
-	}
-	elapsed := time.Since(start)
-	_ = c.Event(ctx, "loadgen", fmt.Sprintf("%d requests in %s", *n, elapsed), map[string]any{"requests": *n, "elapsed_ms": elapsed.Milliseconds()})
-	if err := c.Done(ctx, protocol.OutcomeSuccess, "load generated", nil); err != nil {
-		fmt.Fprintln(stderr, "loadgen:", err)
-		return 1
-	}
-	return 0
+		start := time.Now()
+		for i := 0; i < *n; i++ {
+			if err := LoadgenStep(ctx, c, i); err != nil {
+				return fmt.Errorf("request %d: %w", i, err)
+			}
+		}
+		elapsed := time.Since(start)
+		_ = c.Event(ctx, "loadgen", fmt.Sprintf("%d requests in %s", *n, elapsed), map[string]any{"requests": *n, "elapsed_ms": elapsed.Milliseconds()})
+		return c.Done(ctx, protocol.OutcomeSuccess, "load generated", nil)
+	})
 }
 
 // LoadgenStep makes request i of Loadgen: in turn an effect, a checkpoint,

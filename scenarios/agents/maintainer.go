@@ -39,26 +39,12 @@ type maintainerState struct {
 // keys: after a restart it sets everything up again, creating duplicates.
 func Maintainer(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("maintainer", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	naive := fs.Bool("naive", false, "never read the checkpoint back and send effects without keys (deliberately broken)")
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	c, err := agent.FromEnv()
-	if err != nil {
-		fmt.Fprintln(stderr, "maintainer:", err)
-		return 2
-	}
-	m := &maintainer{c: c, naive: *naive, out: stdout}
-	m.ad = &adapter{c: c, naive: *naive, api: &m.st.API}
-	if err := m.run(ctx); err != nil {
-		fmt.Fprintln(stderr, "maintainer:", err)
-		if errors.Is(err, agent.ErrFenced) {
-			return 3
-		}
-		return 1
-	}
-	return 0
+	return runMain(ctx, fs, args, stderr, func(ctx context.Context, c *agent.Client) error {
+		m := &maintainer{c: c, naive: *naive, out: stdout}
+		m.ad = &adapter{c: c, naive: *naive, api: &m.st.API}
+		return m.run(ctx)
+	})
 }
 
 type maintainer struct {

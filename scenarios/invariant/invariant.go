@@ -31,7 +31,9 @@ const (
 	Eventually Kind = "eventually" // liveness: must hold by the end
 )
 
-// Verdicts of a judgement.
+// Verdicts of a judgement, and of a whole run: the one definition of these
+// words (harness/history's VerdictPass, VerdictFail and VerdictUnknown, and
+// harness's, are the same constants).
 const (
 	Pass    = "pass"
 	Fail    = "fail"

@@ -1,4 +1,4 @@
-package report
+package writeup
 
 import (
 	"bytes"
@@ -7,11 +7,11 @@ import (
 	"sync"
 )
 
-// Style is the stylesheet of overnight's HTML pages — the run and suite
-// reports and the viewer (overnight serve) — inlined in each page, so
-// that a page needs nothing but itself. A command (div.cmd, its code) is
-// laid out on one line that scrolls inside its own box: it never wraps
-// inside a flag, and never widens the page.
+// Style is the stylesheet of every overnight HTML page — the run and
+// suite reports, the reflection report and the viewer (overnight serve) —
+// inlined in each page, so that a page needs nothing but itself. A command
+// (div.cmd, its code) is laid out on one line that scrolls inside its own
+// box: it never wraps inside a flag, and never widens the page.
 const Style template.CSS = `body{font-family:system-ui,sans-serif;max-width:1100px;margin:1.5em auto;padding:0 1em;color:#222;line-height:1.45}
 h1{font-size:1.5em;margin-bottom:.3em}h2{font-size:1.2em;margin-top:1.6em;border-bottom:1px solid #eee}h3{font-size:1em}
 table{border-collapse:collapse;margin:.5em 0 1em;font-size:.92em}td,th{border:1px solid #ccc;padding:.2em .5em;text-align:left;vertical-align:top}
@@ -27,33 +27,47 @@ td.name{white-space:normal;overflow-wrap:break-word}td.id,code.spec{white-space:
 div.cmd{display:flex;gap:.6em;align-items:baseline;width:0;min-width:100%}div.cmd code{flex:1;min-width:0;white-space:pre;word-break:normal;overflow-x:auto}
 tr.cmd td{border-top:hidden;padding-top:0}`
 
-// pageHTML is a self-contained page: the stylesheet inlined, no script, no
+// Page is what WritePage puts around a body.
+type Page struct {
+	// Title is the page's title, as the browser's tab shows it.
+	Title string
+	// Refresh, if above 0, makes the page reload itself every Refresh
+	// seconds (a meta refresh: no script). Default 0: never.
+	Refresh int
+	// Body is the page's content, already rendered (see Render).
+	Body template.HTML
+}
+
+// shell is the page around a body: the stylesheet inlined, no script, no
 // external asset.
-var pageHTML = sync.OnceValue(func() *template.Template {
+var shell = sync.OnceValue(func() *template.Template {
 	return template.Must(template.New("page").Parse(`<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{{.Title}}</title>
-<style>{{.Style}}</style></head><body>
+{{if gt .Refresh 0}}<meta http-equiv="refresh" content="{{.Refresh}}">
+{{end}}<style>{{.Style}}</style></head><body>
 {{.Body}}
 </body></html>
 `))
 })
 
-// writePage writes body as one self-contained HTML page.
-func writePage(w io.Writer, title string, body template.HTML) error {
+// WritePage writes p as one self-contained HTML page: doctype, head with
+// its title and the inlined Style, and its body. Nothing is written when
+// it fails.
+func WritePage(w io.Writer, p Page) error {
 	var buf bytes.Buffer
-	if err := pageHTML().Execute(&buf, struct {
-		Title string
+	if err := shell().Execute(&buf, struct {
+		Page
 		Style template.CSS
-		Body  template.HTML
-	}{title, Style, body}); err != nil {
+	}{p, Style}); err != nil {
 		return err
 	}
 	_, err := w.Write(buf.Bytes())
 	return err
 }
 
-// render executes t with data into HTML.
-func render(t *template.Template, data any) (template.HTML, error) {
+// Render executes t with data into HTML, for a page's body or a part of
+// it.
+func Render(t *template.Template, data any) (template.HTML, error) {
 	var buf bytes.Buffer
 	if err := t.Execute(&buf, data); err != nil {
 		return "", err
