@@ -38,9 +38,6 @@ type socketConn struct {
 	idleSince time.Time
 }
 
-// errConnGone: an idle connection was found closed by the gateway.
-var errConnGone = errors.New("idle connection closed by the gateway")
-
 // RoundTrip implements http.RoundTripper.
 func (t *socketTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()

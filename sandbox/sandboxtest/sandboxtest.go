@@ -603,7 +603,7 @@ func (k *kit) removeRule(ctx context.Context) (string, error) {
 	}
 	i := slices.IndexFunc(left, func(l sandbox.Leftover) bool { return l.ID == sb.ID() })
 	if i < 0 || left[i].RunID != run || left[i].Attempt != 1 {
-		return "", fmt.Errorf("List does not show the running sandbox with its run and attempt: %+v", left)
+		return "", fmt.Errorf("the backend's List does not show the running sandbox with its run and attempt: %+v", left)
 	}
 	if err := sb.Remove(ctx); err != nil {
 		return "", fmt.Errorf("remove a running sandbox: %w", err)
@@ -654,7 +654,7 @@ func (k *kit) reapRule(ctx context.Context) (string, error) {
 		return "", err
 	}
 	if !slices.Contains(removed, d.ID()) || slices.Contains(removed, l.ID()) {
-		return "", fmt.Errorf("Reap removed %v: want the dead run's %s, not the live run's %s", removed, d.ID(), l.ID())
+		return "", fmt.Errorf("the backend's Reap removed %v: want the dead run's %s, not the live run's %s", removed, d.ID(), l.ID())
 	}
 	if there, err := k.listed(ctx, k.b, l.ID()); err != nil || !there {
 		return "", fmt.Errorf("the live run's sandbox is gone (%v)", err)
