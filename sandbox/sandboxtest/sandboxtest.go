@@ -214,6 +214,21 @@ func (k *kit) spec(run string, attempt int, probe ...string) sandbox.Spec {
 	return sandbox.Spec{RunID: run, Attempt: attempt, Image: img, Env: map[string]string{"HOME": sandbox.WorkspacePath}}
 }
 
+// sleeper starts a sandbox of run (a new one when run is "") that sleeps
+// 30 s, for a rule to act on; the caller removes it.
+func (k *kit) sleeper(ctx context.Context, run string, network bool) (sandbox.Sandbox, error) {
+	if run == "" {
+		run = k.run()
+	}
+	spec := k.spec(run, 1, "sleep", "30s")
+	spec.Network = network
+	sb, err := k.b.Start(ctx, spec)
+	if err != nil {
+		return nil, fmt.Errorf("start: %w", err)
+	}
+	return sb, nil
+}
+
 // finish waits for sb to exit and returns its exit code and output, and
 // removes it.
 func finish(ctx context.Context, sb sandbox.Sandbox) (int, string, string, error) {
@@ -258,9 +273,9 @@ func (k *kit) typeRule(ctx context.Context) (string, error) {
 			return "", fmt.Errorf("unknown capability %q declared", c)
 		}
 	}
-	sb, err := k.b.Start(ctx, k.spec(k.run(), 1, "sleep", "30s"))
+	sb, err := k.sleeper(ctx, "", false)
 	if err != nil {
-		return "", fmt.Errorf("start: %w", err)
+		return "", err
 	}
 	defer sb.Remove(context.WithoutCancel(ctx))
 	if sb.ID() == "" {
@@ -593,7 +608,7 @@ func (k *kit) listed(ctx context.Context, b sandbox.Backend, id string) (bool, e
 
 func (k *kit) removeRule(ctx context.Context) (string, error) {
 	run := k.run()
-	sb, err := k.b.Start(ctx, k.spec(run, 1, "sleep", "30s"))
+	sb, err := k.sleeper(ctx, run, false)
 	if err != nil {
 		return "", err
 	}
@@ -619,12 +634,12 @@ func (k *kit) removeRule(ctx context.Context) (string, error) {
 
 func (k *kit) reapRule(ctx context.Context) (string, error) {
 	dead, live := k.run(), k.run()
-	d, err := k.b.Start(ctx, k.spec(dead, 1, "sleep", "30s"))
+	d, err := k.sleeper(ctx, dead, false)
 	if err != nil {
 		return "", err
 	}
 	defer d.Remove(context.WithoutCancel(ctx))
-	l, err := k.b.Start(ctx, k.spec(live, 1, "sleep", "30s"))
+	l, err := k.sleeper(ctx, live, false)
 	if err != nil {
 		return "", err
 	}
@@ -705,7 +720,7 @@ func (k *kit) freezeRule(ctx context.Context) (string, error) {
 }
 
 func (k *kit) linkRule(ctx context.Context) (string, error) {
-	alone, err := k.b.Start(ctx, k.spec(k.run(), 1, "sleep", "30s"))
+	alone, err := k.sleeper(ctx, "", false)
 	if err != nil {
 		return "", err
 	}
@@ -717,10 +732,7 @@ func (k *kit) linkRule(ctx context.Context) (string, error) {
 	if err := lone.CutLink(ctx); !errors.Is(err, sandbox.ErrUnsupported) {
 		return "", fmt.Errorf("cutting a sandbox on no network: want ErrUnsupported, got %v", err)
 	}
-	run := k.run()
-	spec := k.spec(run, 1, "sleep", "30s")
-	spec.Network = true
-	sb, err := k.b.Start(ctx, spec)
+	sb, err := k.sleeper(ctx, "", true)
 	if err != nil {
 		return "", err
 	}
@@ -755,7 +767,7 @@ func (k *kit) linkRule(ctx context.Context) (string, error) {
 }
 
 func (k *kit) execRule(ctx context.Context) (string, error) {
-	sb, err := k.b.Start(ctx, k.spec(k.run(), 1, "sleep", "30s"))
+	sb, err := k.sleeper(ctx, "", false)
 	if err != nil {
 		return "", err
 	}
