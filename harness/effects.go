@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/overnight-dev/overnight/chaos"
@@ -25,9 +26,17 @@ import (
 //	execute   the world acts (once per key); effect:N faults fire
 //	record    the result is journaled; effect:N:after faults fire
 //
-// Its state is guarded by the run's lock.
+// Its state is guarded by the run's lock, which is released while the
+// world is called (execute, reconcile, the duplicates check) and while an
+// effect-slow fault delays an effect: a world that takes seconds never
+// stalls the run's other requests (checkpoints, the clock, events, LLM
+// calls). Effects themselves take the run's effect lane one at a time, in
+// arrival order — so effect:N triggers, the effects' order and the history
+// digest are what they were, and a repeat of a key in flight waits for the
+// first.
 type effectPath struct {
 	r           *run
+	lane        *sync.Mutex // one effect of the run down the path at a time
 	effects     map[string]*history.EffectRecord
 	order       int64 // the last effect's order
 	unkeyed     int   // effects sent without a key so far
@@ -38,7 +47,7 @@ type effectPath struct {
 }
 
 func newEffectPath(r *run, recs []history.EffectRecord) effectPath {
-	p := effectPath{r: r, effects: map[string]*history.EffectRecord{}}
+	p := effectPath{r: r, effects: map[string]*history.EffectRecord{}, lane: &sync.Mutex{}}
 	for i := range recs {
 		e := &recs[i]
 		p.effects[e.ID] = e
@@ -79,6 +88,8 @@ func (p *effectPath) do(ctx context.Context, c gateway.Caller, req protocol.Effe
 	e := &effect{c: c, req: req, args: args, argsHash: hashHex(append([]byte(req.Kind+"\x00"), args...))}
 
 	r := p.r
+	p.lane.Lock()
+	defer p.lane.Unlock()
 	r.mu.Lock()
 	defer r.unlock()
 	if replayed, err := p.admit(ctx, e); err != nil || replayed != nil {
@@ -222,7 +233,8 @@ func (p *effectPath) execute(ctx context.Context, e *effect) (*world.Outcome, er
 		out = *failed
 	} else {
 		var err error
-		out, err = r.world.Execute(ctx, world.Request{Key: rec.ID, Kind: e.req.Kind, Args: e.args, Now: r.clock.now})
+		req := world.Request{Key: rec.ID, Kind: e.req.Kind, Args: e.args, Now: r.clock.now}
+		r.outside(func() { out, err = r.world.Execute(ctx, req) })
 		rec.Executions++
 		if err != nil {
 			rec.Status = protocol.StatusUnknown
@@ -255,7 +267,12 @@ func (p *effectPath) record(ctx context.Context, e *effect, out world.Outcome) e
 			Detail: fmt.Sprintf("the world refused %s (%s): %s", rec.Kind, rec.Error.Code, rec.Error.Message)})
 	}
 	if !p.dupReported && rec.Status == protocol.StatusDone {
-		if j, err := invariant.Default().Judge(ctx, invariant.NoDuplicateEffects, &invariant.Evidence{World: r.world, Label: history.EffectLabel}); err == nil && j.Verdict == invariant.Fail {
+		var j invariant.Judgement
+		var err error
+		r.outside(func() {
+			j, err = invariant.Default().Judge(ctx, invariant.NoDuplicateEffects, &invariant.Evidence{World: r.world, Label: history.EffectLabel})
+		})
+		if err == nil && j.Verdict == invariant.Fail && !p.dupReported {
 			p.dupReported = true
 			r.failed(Failure{Kind: FailureInvariant, Attempt: e.c.Attempt, Invariant: invariant.NoDuplicateEffects, Detail: j.Detail})
 		}
@@ -276,7 +293,7 @@ func (p *effectPath) applyToxic(ctx context.Context) *world.Outcome {
 	}
 	p.r.faults.hitEffect(ctx, by, p.intents, tx.Once)
 	if tx.Slow > 0 {
-		time.Sleep(min(tx.Slow, chaos.MaxEffectSlow))
+		p.r.outside(func() { time.Sleep(min(tx.Slow, chaos.MaxEffectSlow)) })
 	}
 	if tx.Fail5xx {
 		o := world.Failed(http.StatusServiceUnavailable, "unavailable", "the world's API answered 503 (effect-5xx fault): the effect did not run; retry with the same key")
@@ -292,7 +309,10 @@ func (p *effectPath) reconcile(ctx context.Context, rec *history.EffectRecord) e
 		return nil
 	}
 	r := p.r
-	out, found, err := r.world.Lookup(ctx, rec.ID)
+	var out world.Outcome
+	var found bool
+	var err error
+	r.outside(func() { out, found, err = r.world.Lookup(ctx, rec.ID) })
 	if err != nil {
 		return fmt.Errorf("reconcile effect %s with the world: %w", history.EffectLabel(rec.ID), err)
 	}

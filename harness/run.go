@@ -89,6 +89,16 @@ var (
 // that goroutine answers anyone.
 func (r *run) afterUnlock(op func()) { r.pending = append(r.pending, op) }
 
+// outside runs fn with mu released — mu is held when it is called and
+// when it returns — so that a call that may take long (the world's) never
+// stalls the run's other requests. What fn's caller read under mu may have
+// changed when it returns.
+func (r *run) outside(fn func()) {
+	r.unlock()
+	defer r.mu.Lock()
+	fn()
+}
+
 // unlock releases mu, then does the engine work queued under it.
 func (r *run) unlock() {
 	ops := r.pending

@@ -52,9 +52,7 @@
 package cloud
 
 import (
-	"bytes"
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -91,17 +89,15 @@ type Resource struct {
 }
 
 type meta struct {
-	Seq      int64          `json:"seq"`
 	Counters map[string]int `json:"counters"`
 	Version  string         `json:"api_version"`
 }
 
-// World is the cloud simulator. It is safe for concurrent use; requests are
-// applied one at a time.
+// World is the cloud simulator: a world.Model, which the harness wraps in
+// the durable ledger. It is safe for concurrent use; the ledger applies
+// requests one at a time.
 type World struct {
-	store  world.Store
-	prefix []byte
-	goal   string // GoalDeployment or GoalMaintenance
+	goal string // GoalDeployment or GoalMaintenance
 
 	mu        sync.Mutex
 	meta      meta
@@ -109,24 +105,26 @@ type World struct {
 }
 
 var (
-	_ world.World     = (*World)(nil)
-	_ world.Versioned = (*World)(nil)
-	_ world.Sequenced = (*World)(nil)
+	_ world.Model           = (*World)(nil)
+	_ world.VersionedModel  = (*World)(nil)
+	_ world.GoalJudge       = (*World)(nil)
+	_ world.DuplicateFinder = (*World)(nil)
+	_ world.Snapshotter     = (*World)(nil)
 )
 
 // Register adds the cloud world to a registry.
 func Register(r *world.Registry) { r.Register(Definition()) }
 
-// Open opens (or recovers) the cloud world stored under prefix. The one
+// Open opens (or recovers) the cloud world's model from its state. The one
 // option is OptionGoal (default GoalDeployment).
-func Open(ctx context.Context, store world.Store, prefix []byte, options map[string]any) (world.World, error) {
+func Open(ctx context.Context, state world.Reader, options map[string]any) (world.Model, error) {
 	goal, err := parseOptions(options)
 	if err != nil {
 		return nil, err
 	}
-	w := &World{store: store, prefix: append([]byte(nil), prefix...), goal: goal, resources: map[string]*Resource{}}
+	w := &World{goal: goal, resources: map[string]*Resource{}}
 	w.meta = meta{Counters: map[string]int{}, Version: V1}
-	b, err := store.Get(w.key("meta"))
+	b, err := state.Get(key("meta"))
 	switch {
 	case errors.Is(err, world.ErrNotFound):
 	case err != nil:
@@ -140,7 +138,10 @@ func Open(ctx context.Context, store world.Store, prefix []byte, options map[str
 				w.meta.Version, strings.Join(apiVersions, ", "))
 		}
 	}
-	err = store.Scan(w.key("res/"), func(_, v []byte) error {
+	if w.meta.Counters == nil {
+		w.meta.Counters = map[string]int{}
+	}
+	err = state.Scan(key("res/"), func(_, v []byte) error {
 		var r Resource
 		if err := json.Unmarshal(v, &r); err != nil {
 			return err
@@ -154,20 +155,13 @@ func Open(ctx context.Context, store world.Store, prefix []byte, options map[str
 	return w, nil
 }
 
-func (w *World) key(parts ...string) []byte {
-	return append(append([]byte(nil), w.prefix...), strings.Join(parts, "")...)
-}
+// key is a key of the world's state, relative to its key space.
+func key(parts ...string) []byte { return []byte(strings.Join(parts, "")) }
 
-func seqKey(seq int64) string {
-	var b [8]byte
-	binary.BigEndian.PutUint64(b[:], uint64(seq))
-	return fmt.Sprintf("%x", b)
-}
-
-// Name implements world.World.
+// Name implements world.Model.
 func (w *World) Name() string { return Name }
 
-// Kinds implements world.World: the kinds the current API version offers.
+// Kinds implements world.Model: the kinds the current API version offers.
 func (w *World) Kinds() []world.KindInfo {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -181,88 +175,60 @@ type change struct {
 	counter  string    // counter consumed, if any
 }
 
-// Execute implements world.World.
-func (w *World) Execute(ctx context.Context, req world.Request) (world.Outcome, error) {
+// Apply implements world.Model: the request's outcome, and the change —
+// the resource it creates or updates, and the counters and API version —
+// which the ledger commits with the request's entry.
+func (w *World) Apply(ctx context.Context, req world.Request) (world.Outcome, world.Change, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-
 	ch, err := w.apply(req)
 	if err != nil {
-		return world.Outcome{}, err
+		return world.Outcome{}, world.Change{}, err
 	}
 	next := w.nextMeta()
 	if ch.counter != "" {
 		next.Counters[ch.counter]++
 	}
-	entry := world.LedgerEntry{Seq: next.Seq, Key: req.Key, Kind: req.Kind, Args: compact(req.Args), Outcome: ch.outcome, At: req.Now.UTC()}
-	if err := w.record(ctx, next, entry, ch.resource); err != nil {
-		return world.Outcome{}, fmt.Errorf("cloud world: record %s (key %q): %w", req.Kind, req.Key, err)
-	}
-	return ch.outcome, nil
+	wc, err := w.stateChange(next, ch.resource)
+	return ch.outcome, wc, err
 }
 
-// nextMeta copies the metadata with the sequence advanced by one.
+// nextMeta copies the metadata (w.mu held).
 func (w *World) nextMeta() meta {
 	next := w.meta
 	next.Counters = make(map[string]int, len(w.meta.Counters))
 	for k, v := range w.meta.Counters {
 		next.Counters[k] = v
 	}
-	next.Seq++
 	return next
 }
 
-// record makes a ledger entry, its state change and the new metadata
-// durable in one commit, then applies them in memory. Entries with a key
-// are also indexed for Lookup; world events (key "") are not.
-func (w *World) record(ctx context.Context, next meta, entry world.LedgerEntry, res *Resource) error {
-	var entries []world.Entry
+// stateChange is the world.Change that writes next and res and, once
+// durable, makes them the world's (w.mu held).
+func (w *World) stateChange(next meta, res *Resource) (world.Change, error) {
+	var ch world.Change
 	if res != nil {
-		entry.Resource = res.ID
 		rb, err := json.Marshal(res)
 		if err != nil {
-			return err
+			return ch, err
 		}
-		entries = append(entries, world.Entry{Key: w.key("res/", res.ID), Value: rb})
-	}
-	lb, err := json.Marshal(entry)
-	if err != nil {
-		return err
+		ch.Resource = res.ID
+		ch.Writes = append(ch.Writes, world.Entry{Key: key("res/", res.ID), Value: rb})
 	}
 	mb, err := json.Marshal(next)
 	if err != nil {
-		return err
+		return ch, err
 	}
-	entries = append(entries,
-		world.Entry{Key: w.key("ledger/", seqKey(next.Seq)), Value: lb},
-		world.Entry{Key: w.key("meta"), Value: mb},
-	)
-	if entry.Key != "" {
-		ob, err := json.Marshal(entry.Outcome)
-		if err != nil {
-			return err
+	ch.Writes = append(ch.Writes, world.Entry{Key: key("meta"), Value: mb})
+	ch.Commit = func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		w.meta = next
+		if res != nil {
+			w.resources[res.ID] = res
 		}
-		entries = append(entries, world.Entry{Key: w.key("bykey/", entry.Key), Value: ob})
 	}
-	if err := w.store.Commit(ctx, entries...); err != nil {
-		return err
-	}
-	w.meta = next
-	if res != nil {
-		w.resources[res.ID] = res
-	}
-	return nil
-}
-
-func compact(raw json.RawMessage) json.RawMessage {
-	if len(raw) == 0 {
-		return json.RawMessage("null")
-	}
-	var buf bytes.Buffer
-	if err := json.Compact(&buf, raw); err != nil {
-		return raw
-	}
-	return buf.Bytes()
+	return ch, nil
 }
 
 // sorted returns the resources ordered by kind then numeric id.
@@ -283,50 +249,6 @@ func (w *World) sorted() []*Resource {
 	return out
 }
 
-// Lookup implements world.World.
-func (w *World) Lookup(ctx context.Context, key string) (world.Outcome, bool, error) {
-	if key == "" {
-		return world.Outcome{}, false, nil // world events have no key; nothing an agent sent
-	}
-	b, err := w.store.Get(w.key("bykey/", key))
-	if errors.Is(err, world.ErrNotFound) {
-		return world.Outcome{}, false, nil
-	}
-	if err != nil {
-		return world.Outcome{}, false, fmt.Errorf("cloud world: look up key %q: %w", key, err)
-	}
-	var o world.Outcome
-	if err := json.Unmarshal(b, &o); err != nil {
-		return world.Outcome{}, false, fmt.Errorf("cloud world: decode outcome of key %q: %w", key, err)
-	}
-	return o, true, nil
-}
-
-// Ledger implements world.World. It includes world events (API version
-// changes); see world.LedgerEntry.IsEvent.
-func (w *World) Ledger(ctx context.Context) ([]world.LedgerEntry, error) {
-	var out []world.LedgerEntry
-	err := w.store.Scan(w.key("ledger/"), func(_, v []byte) error {
-		var e world.LedgerEntry
-		if err := json.Unmarshal(v, &e); err != nil {
-			return err
-		}
-		out = append(out, e)
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("cloud world: read ledger: %w", err)
-	}
-	return out, nil
-}
-
-// LedgerSeq implements world.Sequenced.
-func (w *World) LedgerSeq() int64 {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.meta.Seq
-}
-
 // Resources returns every resource, ordered by kind and id.
 func (w *World) Resources() []Resource {
 	w.mu.Lock()
@@ -338,13 +260,20 @@ func (w *World) Resources() []Resource {
 	return out
 }
 
-// Snapshot implements world.World.
+// Snapshot implements world.Snapshotter: the API version and every
+// resource. (Requests refused change nothing here: the ledger records
+// them.)
 func (w *World) Snapshot(ctx context.Context) (json.RawMessage, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return json.Marshal(struct {
 		APIVersion string      `json:"api_version"`
-		Seq        int64       `json:"seq"`
 		Resources  []*Resource `json:"resources"`
-	}{w.meta.Version, w.meta.Seq, w.sorted()})
+	}{w.meta.Version, w.sorted()})
+}
+
+// Instance opens the cloud world on store under prefix — its model
+// wrapped in the durable ledger there, as the harness drives it.
+func Instance(ctx context.Context, store world.Store, prefix []byte, options map[string]any) (world.World, error) {
+	return Definition().Instance(ctx, store, prefix, options)
 }

@@ -28,7 +28,7 @@ func worldStore(j *journal.Journal) world.Store {
 func open(dir string) (*journal.Journal, world.World) {
 	j, err := journal.Open(dir, journal.Options{})
 	Expect(err).NotTo(HaveOccurred())
-	w, err := cloud.Open(context.Background(), worldStore(j), []byte("world/r1/"), nil)
+	w, err := cloud.Instance(context.Background(), worldStore(j), []byte("world/r1/"), nil)
 	Expect(err).NotTo(HaveOccurred())
 	return j, w
 }
@@ -166,7 +166,7 @@ var _ = Describe("the cloud world", func() {
 	})
 
 	It("refuses options it does not know", func() {
-		_, err := cloud.Open(ctx, worldStore(j), []byte("world/r2/"), map[string]any{"region": "mars"})
+		_, err := cloud.Instance(ctx, worldStore(j), []byte("world/r2/"), map[string]any{"region": "mars"})
 		Expect(err).To(MatchError(ContainSubstring(`unknown option "region"`)))
 	})
 

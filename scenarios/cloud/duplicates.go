@@ -8,16 +8,12 @@ import (
 	"github.com/overnight-dev/overnight/scenarios/world"
 )
 
-// Duplicates implements world.World: networks, databases and services that
+// Duplicates implements world.DuplicateFinder: networks, databases and services that
 // the ledger shows created more than once under the same name, and
 // snapshots created more than once under the same name of the same
 // database (Scope is the database id). Failed requests and world events
 // (API version changes) never count.
-func (w *World) Duplicates(ctx context.Context) ([]world.Duplicate, error) {
-	ledger, err := w.Ledger(ctx)
-	if err != nil {
-		return nil, err
-	}
+func (w *World) Duplicates(ctx context.Context, ledger []world.LedgerEntry) ([]world.Duplicate, error) {
 	type ident struct{ kind, scope, name string }
 	groups := map[ident]*world.Duplicate{}
 	var order []ident

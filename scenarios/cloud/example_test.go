@@ -12,10 +12,10 @@ import (
 
 // An agent written for v1 meets the v2 API and corrects its request from the
 // error details alone.
-func ExampleWorld_SetAPIVersion() {
+func ExampleWorld_SwitchAPIVersion() {
 	ctx := context.Background()
 	// The harness backs a world with its journal; in memory is enough here.
-	w, err := cloud.Open(ctx, world.NewMemStore(), []byte("world/example/"), map[string]any{cloud.OptionGoal: cloud.GoalMaintenance})
+	w, err := cloud.Instance(ctx, world.NewMemStore(), []byte("world/example/"), map[string]any{cloud.OptionGoal: cloud.GoalMaintenance})
 	if err != nil {
 		fmt.Println(err)
 		return

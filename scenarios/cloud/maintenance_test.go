@@ -20,7 +20,7 @@ func openWith(options map[string]any) world.World {
 	j, err := journal.Open(GinkgoT().TempDir(), journal.Options{})
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(func() { _ = j.Close() })
-	w, err := cloud.Open(context.Background(), worldStore(j), []byte("world/m/"), options)
+	w, err := cloud.Instance(context.Background(), worldStore(j), []byte("world/m/"), options)
 	Expect(err).NotTo(HaveOccurred())
 	return w
 }
@@ -161,7 +161,7 @@ var _ = Describe("the goal option", func() {
 			j, err := journal.Open(GinkgoT().TempDir(), journal.Options{})
 			Expect(err).NotTo(HaveOccurred())
 			DeferCleanup(func() { _ = j.Close() })
-			_, err = cloud.Open(ctx, worldStore(j), []byte("world/x/"), options)
+			_, err = cloud.Instance(ctx, worldStore(j), []byte("world/x/"), options)
 			Expect(err).To(MatchError(And(ContainSubstring(want), ContainSubstring("deployment or maintenance"))))
 		},
 		Entry("unknown option", map[string]any{"goal": "maintenance", "region": "mars"}, `unknown option "region"`),

@@ -52,7 +52,7 @@ var _ = Describe("the cloud world's state at a point of its ledger", func() {
 		// Restored on the same journal, in a key space of its own: the
 		// shadow holds the state, and what it does next leaves the real
 		// world as it was.
-		shadow, err := cloud.Open(ctx, worldStore(j), []byte("world/shadow/"), nil)
+		shadow, err := cloud.Instance(ctx, worldStore(j), []byte("world/shadow/"), nil)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(world.Restore(ctx, shadow, at2)).To(Succeed())
 		s, err := shadow.Snapshot(ctx)
@@ -77,7 +77,7 @@ var _ = Describe("the cloud world's state at a point of its ledger", func() {
 		st, err := reg.StateAt(ctx, cloud.Name, nil, w, 1)
 		Expect(err).NotTo(HaveOccurred())
 		st.Ledger[0].Outcome.Result = json.RawMessage(`{"id":"net-9","name":"prod-net"}`)
-		fresh, err := cloud.Open(ctx, world.NewMemStore(), []byte("x/"), nil)
+		fresh, err := cloud.Instance(ctx, world.NewMemStore(), []byte("x/"), nil)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(world.Restore(ctx, fresh, st)).To(MatchError(world.ErrNotReplayable))
 	})

@@ -68,22 +68,22 @@ const (
 )
 
 var kindsV1 = []world.KindInfo{
-	{Name: KindCreateNetwork, Args: "{name}", Result: "{id, name}", Doc: "creates a network; not idempotent"},
-	{Name: KindCreateDatabase, Args: "{name, network_id}", Result: "{id, name, network_id}", Doc: "creates a database on a network; not idempotent"},
+	{Name: KindCreateNetwork, Identity: "args.name", Args: "{name}", Result: "{id, name}", Doc: "creates a network; not idempotent"},
+	{Name: KindCreateDatabase, Identity: "args.name", Args: "{name, network_id}", Result: "{id, name, network_id}", Doc: "creates a database on a network; not idempotent"},
 	{Name: KindRunMigration, Idempotent: true, Args: "{database_id, version}", Result: "{database_id, version, applied}", Doc: "brings the schema up to version"},
-	{Name: KindDeployService, Args: "{name, image, database_id}", Result: "{id, name, endpoint}", Doc: "deploys a service using a database; not idempotent"},
+	{Name: KindDeployService, Identity: "args.name", Args: "{name, image, database_id}", Result: "{id, name, endpoint}", Doc: "deploys a service using a database; not idempotent"},
 	{Name: KindSetDNS, Idempotent: true, Args: "{host, target}", Result: "{host, target}", Doc: "points host at target (a service's endpoint); upsert"},
-	{Name: KindCreateSnapshot, Args: "{database_id, name}", Result: "{id, name, database_id}", Doc: "snapshots a database; not idempotent"},
+	{Name: KindCreateSnapshot, Identity: "args.database_id + '/' + args.name", Args: "{database_id, name}", Result: "{id, name, database_id}", Doc: "snapshots a database; not idempotent"},
 	{Name: KindList, Idempotent: true, ReadOnly: true, Args: "{kind: network|database|service|dns|snapshot}", Result: "{items}", Doc: "lists resources"},
 }
 
 var kindsV2 = []world.KindInfo{
-	{Name: KindCreateNetwork, Args: "{name, api_key}", Result: "{id, name}", Doc: "creates a network; not idempotent"},
-	{Name: KindCreateDatabase, Args: "{name, network_id, api_key}", Result: "{id, name, network_id}", Doc: "creates a database on a network; not idempotent"},
+	{Name: KindCreateNetwork, Identity: "args.name", Args: "{name, api_key}", Result: "{id, name}", Doc: "creates a network; not idempotent"},
+	{Name: KindCreateDatabase, Identity: "args.name", Args: "{name, network_id, api_key}", Result: "{id, name, network_id}", Doc: "creates a database on a network; not idempotent"},
 	{Name: KindRunMigration, Idempotent: true, Args: "{db_id, version, api_key}", Result: "{db_id, version, applied}", Doc: "brings the schema up to version"},
-	{Name: KindDeployService, Args: "{name, image, db_id, api_key}", Result: "{id, name, endpoint}", Doc: "deploys a service using a database; not idempotent"},
+	{Name: KindDeployService, Identity: "args.name", Args: "{name, image, db_id, api_key}", Result: "{id, name, endpoint}", Doc: "deploys a service using a database; not idempotent"},
 	{Name: KindSetDNS, Idempotent: true, Args: "{host, target, api_key}", Result: "{host, target}", Doc: "points host at target (a service's endpoint); upsert"},
-	{Name: KindCreateSnapshot, Args: "{db_id, name, retention_days: 1..3650, api_key}", Result: "{id, name, db_id}", Doc: "snapshots a database; not idempotent"},
+	{Name: KindCreateSnapshot, Identity: "args.db_id + '/' + args.name", Args: "{db_id, name, retention_days: 1..3650, api_key}", Result: "{id, name, db_id}", Doc: "snapshots a database; not idempotent"},
 	{Name: KindListResources, Idempotent: true, ReadOnly: true, Args: "{kind: network|database|service|dns|snapshot}", Result: "{items}", Doc: "lists resources; replaces cloud.list; no api_key needed"},
 	{Name: KindIssueAPIKey, Args: "{}", Result: "{api_key}", Doc: "issues a new key each call (old keys stay valid); no api_key needed"},
 }
@@ -217,39 +217,28 @@ func (w *World) present(r *Resource) *Resource {
 	return &out
 }
 
-// APIVersion implements world.Versioned.
+// APIVersion implements world.VersionedModel.
 func (w *World) APIVersion() string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.meta.Version
 }
 
-// SetAPIVersion implements world.Versioned: the switch is one durable
-// commit of the new version and a world event in the ledger (kind
+// SwitchAPIVersion implements world.VersionedModel: the change writes the
+// new version; the ledger records the switch as a world event (kind
 // world.EventAPIVersion, key ""), which no effect count includes.
-func (w *World) SetAPIVersion(ctx context.Context, version string, now time.Time) (string, error) {
+func (w *World) SwitchAPIVersion(ctx context.Context, version string, now time.Time) (string, world.Change, error) {
 	if !knownVersion(version) {
-		return "", fmt.Errorf("cloud world: set API version %q: %w (known: %s)", version, world.ErrUnknownAPIVersion, strings.Join(apiVersions, ", "))
+		return "", world.Change{}, fmt.Errorf("cloud world: set API version %q: %w (known: %s)", version, world.ErrUnknownAPIVersion, strings.Join(apiVersions, ", "))
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	previous := w.meta.Version
 	if previous == version {
-		return previous, nil
-	}
-	args, err := json.Marshal(map[string]string{"version": version})
-	if err != nil {
-		return "", err
-	}
-	out, err := world.Done(map[string]string{"previous": previous, "version": version})
-	if err != nil {
-		return "", err
+		return previous, world.Change{}, nil
 	}
 	next := w.nextMeta()
 	next.Version = version
-	entry := world.LedgerEntry{Seq: next.Seq, Kind: world.EventAPIVersion, Args: args, Outcome: out, At: now.UTC()}
-	if err := w.record(ctx, next, entry, nil); err != nil {
-		return "", fmt.Errorf("cloud world: record API version change %s -> %s: %w", previous, version, err)
-	}
-	return previous, nil
+	ch, err := w.stateChange(next, nil)
+	return previous, ch, err
 }

@@ -178,7 +178,7 @@ var _ = Describe("the cloud world's API versions", func() {
 			ledger, err := w.Ledger(ctx)
 			Expect(err).NotTo(HaveOccurred())
 			Expect(ledger).To(HaveLen(3+1+12), "every refusal is ledgered")
-			res := w.(*cloud.World).Resources()
+			res := world.ModelOf(w).(*cloud.World).Resources()
 			Expect(res).To(HaveLen(3), "no refusal changed the world: a network, a database and the key")
 		})
 

@@ -12,8 +12,9 @@ type Definition struct {
 	Name string
 	// Summary is one line for `overnight worlds`.
 	Summary string
-	// Open opens the world on a run's store.
-	Open Factory
+	// Open opens the world's model on its key space (see Instance, which
+	// wraps it in the durable ledger).
+	Open ModelFactory
 	// Options documents the world options a scenario may give
 	// (world: {name, options}).
 	Options []Field

@@ -54,7 +54,7 @@ func (d Definition) Describe(ctx context.Context) (Definition, error) {
 // answer sends ex to a fresh instance of the world in version vi and
 // returns the error it answers the request with (nil: it succeeded).
 func (d Definition) answer(ctx context.Context, vi int, ex ErrorExample) (*protocol.EffectError, error) {
-	w, err := d.Open(ctx, NewMemStore(), []byte("describe/"), nil)
+	w, err := d.Instance(ctx, NewMemStore(), []byte("describe/"), nil)
 	if err != nil {
 		return nil, fmt.Errorf("open the world: %w", err)
 	}

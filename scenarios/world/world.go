@@ -1,12 +1,18 @@
-// Package world defines what a simulated world is to the harness: the
-// in-process system an agent acts on through effects, with its own durable
-// state and its own ledger of every request it received, so that checkers
-// judge what really happened rather than what the agent claims.
+// Package world defines what a world is to the harness: the system an
+// agent acts on through effects, with its own ledger of every request it
+// received, so that checkers judge what really happened rather than what
+// the agent claims.
 //
-// A world must not know about runs, attempts, tokens or the gateway; it sees
-// only effect requests (with the idempotency key as a tag) and a durable
-// Store. It must make each execution durable before returning, so it
-// survives a harness crash exactly as the journal does.
+// A world is a plug-in. Its author writes a Model — its kinds, and what a
+// request does to its state (Apply) — and offers the rest as optional
+// capabilities found by type assertion: a goal (GoalJudge), duplicates
+// (DuplicateFinder), API versions (VersionedModel), a snapshot
+// (Snapshotter). The harness wraps every model in the durable ledger
+// (Ledgered), which records each request with the model's change in one
+// commit and answers Lookup by key; that wrapped World is what runs,
+// replays, shadows and reports use. A world must not know about runs,
+// attempts, tokens or the gateway; it sees only requests (with the
+// harness's identity of each as Key) and its own state.
 package world
 
 import (
@@ -80,9 +86,16 @@ type KindInfo struct {
 	Name       string `json:"name"`       // e.g. "cloud.create_network"
 	Idempotent bool   `json:"idempotent"` // a repeat with the same arguments changes nothing
 	ReadOnly   bool   `json:"read_only"`  // no side effect at all
-	Args       string `json:"args"`       // the arguments, e.g. "{name, network_id}"
-	Result     string `json:"result"`     // the result, e.g. "{id, name, network_id}"
-	Doc        string `json:"doc"`        // what it does, and what else to know
+	// Destructive: it removes or overwrites what cannot be had back.
+	Destructive bool `json:"destructive,omitempty"`
+	// Identity says what names the logical resource a request of the kind
+	// creates or acts on — two requests of one non-idempotent kind for one
+	// identity are a duplicate — as an expression over its args, e.g.
+	// "args.name"; "" when the kind creates nothing.
+	Identity string `json:"identity,omitempty"`
+	Args     string `json:"args"`   // the arguments, e.g. "{name, network_id}"
+	Result   string `json:"result"` // the result, e.g. "{id, name, network_id}"
+	Doc      string `json:"doc"`    // what it does, and what else to know
 }
 
 // LedgerEntry is one request the world received, in arrival order.
@@ -128,7 +141,10 @@ type Check struct {
 	Detail string `json:"detail"`
 }
 
-// World is a simulated system. Implementations are safe for concurrent use.
+// World is a world as the harness drives it: a Model wrapped in the
+// durable ledger (Ledgered, made by Definition.Instance and
+// Registry.Open). A world's author writes a Model, not a World.
+// Implementations are safe for concurrent use.
 type World interface {
 	// Name is the world's registry name, e.g. "cloud".
 	Name() string
@@ -171,10 +187,6 @@ type Versioned interface {
 	// the known ones; the version is then left as it was.
 	SetAPIVersion(ctx context.Context, version string, now time.Time) (previous string, err error)
 }
-
-// Factory opens a world on a store under prefix, recovering any state
-// already recorded there. Options come from the scenario's world options.
-type Factory func(ctx context.Context, store Store, prefix []byte, options map[string]any) (World, error)
 
 // ErrUnknownWorld is returned by Registry.Open for a name nobody registered.
 var ErrUnknownWorld = errors.New("unknown world")
@@ -233,7 +245,7 @@ func (r *Registry) Open(ctx context.Context, name string, store Store, prefix []
 	if !ok {
 		return nil, fmt.Errorf("%w %q (known worlds: %v)", ErrUnknownWorld, name, r.Names())
 	}
-	w, err := d.Open(ctx, store, prefix, options)
+	w, err := d.Instance(ctx, store, prefix, options)
 	if err != nil {
 		return nil, fmt.Errorf("open world %q: %w", name, err)
 	}
