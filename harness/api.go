@@ -68,11 +68,12 @@ func LoadScenario(nameOrPath string) (*scenarios.Scenario, error) {
 }
 
 // Check validates a scenario against what this harness offers: its world
-// exists and can judge the scenario's task, and its built-in agents are
-// ones the init binary serves. Errors name file:line:column and the shape
+// exists and can judge the scenario's task, its built-in agents are ones
+// the init binary serves, and its invariants are registered
+// (Options.Invariants). Errors name file:line:column and the shape
 // expected. Run checks every scenario it is given.
 func (h *Harness) Check(scen *scenarios.Scenario) error {
-	return CheckScenario(scen, CheckOptions{Worlds: h.opts.Worlds, BuiltinAgents: h.opts.BuiltinAgents, Backend: h.opts.Sandbox})
+	return CheckScenario(scen, CheckOptions{Worlds: h.opts.Worlds, BuiltinAgents: h.opts.BuiltinAgents, Invariants: h.opts.Invariants, Backend: h.opts.Sandbox})
 }
 
 // dotted turns a JSON pointer (/service/name) into a dotted path (.service.name).

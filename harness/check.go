@@ -9,6 +9,7 @@ import (
 	"github.com/overnight-dev/overnight/chaos"
 	"github.com/overnight-dev/overnight/sandbox"
 	"github.com/overnight-dev/overnight/scenarios"
+	"github.com/overnight-dev/overnight/scenarios/invariant"
 	"github.com/overnight-dev/overnight/scenarios/world"
 )
 
@@ -33,6 +34,9 @@ type CheckOptions struct {
 	// against (its capabilities; no engine is reached). Default:
 	// DefaultBackend().
 	Backend sandbox.Type
+	// Invariants the scenario may list (Options.Invariants of the harness
+	// that will run it). Default: invariant.Default(), the built-ins.
+	Invariants *invariant.Registry
 }
 
 // CheckScenario validates a parsed scenario against what a harness offers
@@ -48,6 +52,9 @@ func CheckScenario(scen *scenarios.Scenario, opts CheckOptions) error {
 	}
 	if opts.Backend.Name == "" {
 		opts.Backend = DefaultBackend()
+	}
+	if opts.Invariants == nil {
+		opts.Invariants = invariant.Default()
 	}
 	var errs scenarios.ErrorList
 	if def, ok := opts.Worlds.Definition(scen.World.Name); !ok {
@@ -67,7 +74,35 @@ func CheckScenario(scen *scenarios.Scenario, opts CheckOptions) error {
 	if opts.Faults != nil {
 		errs = append(errs, checkFaults(scen, opts.Faults, opts.Backend)...)
 	}
+	errs = append(errs, checkInvariants(scen, opts.Invariants)...)
 	return errs.Err()
+}
+
+// checkInvariants checks that every invariant the scenario lists is in
+// the registry, each refusal at the place the file lists it.
+func checkInvariants(scen *scenarios.Scenario, reg *invariant.Registry) scenarios.ErrorList {
+	var errs scenarios.ErrorList
+	known := "none"
+	if names := reg.Names(); len(names) > 0 {
+		known = invariant.Quoted(names)
+	}
+	var unlisted []string
+	for _, name := range scen.Invariants {
+		if _, ok := reg.Lookup(name); ok {
+			continue
+		}
+		ptr := scen.InvariantPointer(name)
+		if i, listed := strings.CutPrefix(ptr, "/invariants/"); listed {
+			errs = append(errs, scen.ErrorAt(ptr, "invariants[%s]: unknown invariant %q (invariants: %s)", i, name, known))
+		} else {
+			unlisted = append(unlisted, name)
+		}
+	}
+	if len(unlisted) > 0 {
+		errs = append(errs, scen.ErrorAt("/invariants", "invariants: not registered: %s, which the scenario checks without listing (the defaults of a scenario that lists none, or names added in Go) (invariants: %s)",
+			invariant.Quoted(unlisted), known))
+	}
+	return errs
 }
 
 // checkFaults checks the scenario's faults and the kinds of its draws

@@ -80,11 +80,17 @@ func newHarness(ctx context.Context, progress *syncBuffer) *harness.Harness {
 // newHarnessOn is newHarness whose harness reaches the engine through api
 // (the real engine with some calls changed, say).
 func newHarnessOn(ctx context.Context, api docker.API, progress *syncBuffer) *harness.Harness {
+	return newHarnessWith(ctx, api, progress, harness.Options{})
+}
+
+// newHarnessWith is newHarnessOn with more options (Invariants, say); the
+// state dir, init binary, sandbox, logger and progress are set here.
+func newHarnessWith(ctx context.Context, api docker.API, progress *syncBuffer, opts harness.Options) *harness.Harness {
 	state := GinkgoT().TempDir()
 	// The harness's diagnostics (warnings of engine calls that failed, for
 	// one) are shown with a spec that fails.
-	opts := harness.Options{StateDir: state, InitBinary: initBinary, Sandbox: docker.Using(api),
-		Logger: slog.New(slog.NewTextHandler(GinkgoWriter, &slog.HandlerOptions{Level: slog.LevelDebug}))}
+	opts.StateDir, opts.InitBinary, opts.Sandbox = state, initBinary, docker.Using(api)
+	opts.Logger = slog.New(slog.NewTextHandler(GinkgoWriter, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	if progress != nil {
 		opts.Progress = progress
 	}

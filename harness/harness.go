@@ -52,6 +52,7 @@ import (
 	"github.com/overnight-dev/overnight/harness/journal"
 	"github.com/overnight-dev/overnight/sandbox"
 	"github.com/overnight-dev/overnight/scenarios/cloud"
+	"github.com/overnight-dev/overnight/scenarios/invariant"
 	"github.com/overnight-dev/overnight/scenarios/world"
 )
 
@@ -104,6 +105,14 @@ type Options struct {
 	Worlds *world.Registry
 	// Faults is the fault catalog. Default: chaos.Default().
 	Faults *chaos.Registry
+	// Invariants are the invariants scenarios may list, and judge every
+	// run, isolated runs (replays, verifications) included. Default:
+	// invariant.Default(), the built-ins; an invariant of your own is
+	// registered in a registry made by invariant.Default() (or
+	// invariant.NewRegistry(), for none of the built-ins) and given here.
+	// A scenario listing a name the registry lacks is refused before its
+	// run starts (see Check).
+	Invariants *invariant.Registry
 	// Extension gives each run its hooks (the gate, lessons, failure and
 	// attempt policies). Default: none, every hook at its default.
 	Extension Extension
@@ -176,6 +185,9 @@ func Open(ctx context.Context, opts Options) (*Harness, error) {
 	if opts.Worlds == nil {
 		opts.Worlds = DefaultWorlds()
 	}
+	if opts.Invariants == nil {
+		opts.Invariants = invariant.Default()
+	}
 	if opts.Sandbox.Open == nil {
 		opts.Sandbox = DefaultBackend()
 	}
@@ -239,6 +251,9 @@ func (h *Harness) Worlds() *world.Registry { return h.opts.Worlds }
 
 // Faults is the fault catalog.
 func (h *Harness) Faults() *chaos.Registry { return h.opts.Faults }
+
+// Invariants is the registry of invariants scenarios may list.
+func (h *Harness) Invariants() *invariant.Registry { return h.opts.Invariants }
 
 // Progressf prints one line for a person watching the harness (on
 // Options.Progress): for extensions that work alongside a run.

@@ -73,7 +73,8 @@ func (r *run) finish(ctx context.Context, end endState) (*Result, error) {
 }
 
 // judge evaluates the scenario's invariants — from the history and the
-// world's own ledger, through the invariant registry — and the limits.
+// world's own ledger, through the harness's invariant registry
+// (Options.Invariants) — and the limits.
 func (r *run) judge(ctx context.Context, end endState) (*Result, error) {
 	r.mu.Lock()
 	faults := r.faults.settle(ctx)
@@ -132,7 +133,7 @@ func (r *run) judge(ctx context.Context, end endState) (*Result, error) {
 		res.Effects.Duplicates += d.Count - 1
 	}
 
-	reg := invariant.Default()
+	reg := r.h.opts.Invariants
 	names := append([]string(nil), r.scen.Invariants...)
 	for _, inv := range reg.All() {
 		if inv.WhenFaults && len(faults) > 0 && !contains(names, inv.Name) {

@@ -47,12 +47,12 @@
 // ScenarioFile and the types of its parts) by `go generate ./scenarios`, and a test fails when
 // the committed file is stale; Expected reads it to say what a value should look like.
 // Parse also checks what the schema does not: fault syntax, durations, one agent source, env
-// keys, duplicate keys, invariants, the LLM model spec ("replay:" is for the command line only),
+// keys, duplicate keys, invariants listed twice, the LLM model spec ("replay:" is for the command line only),
 // one of reply or tool_calls per rule, the syntax of references and that each "$task" reference
 // names a path the task holds. Every problem is reported as file:line:column, and all
 // problems of a file are reported together (ErrorList), each with the JSON pointer of the value
 // it is about. Validate adds the checks of a caller that knows more (a harness: its worlds,
-// agents and fault kinds) and reports their problems in the same pass. An optional field set
+// agents, fault kinds and invariants) and reports their problems in the same pass. An optional field set
 // to null (or left empty, as in `faults:`) counts as absent. YAML anchors, aliases and merge
 // keys (<<) work.
 //
@@ -63,6 +63,7 @@
 // What this package must not do: run anything, talk to Docker, or read any file but the scenario
 // itself. It knows neither the simulated worlds (scenarios/cloud) nor the built-in scenarios
 // (scenarios/builtin, whose lookup function the caller passes to Resolve); it checks fault
-// syntax, not which fault kinds exist (the chaos registry's job), and it does not check that a
+// syntax, not which fault kinds exist (the chaos registry's job), nor which invariants exist (the
+// harness's invariant registry's, which a program may extend), and it does not check that a
 // binary or image exists (the harness does, when it builds the sandbox).
 package scenarios

@@ -157,6 +157,15 @@ var _ = Describe("Parse", func() {
 			Expect(mustParse("e.yaml", header+"invariants: []\n").Invariants).To(BeEmpty())
 		})
 
+		It("takes an invariant name it does not know, leaving which exist to the harness's registry, and keeps where each is listed", func() {
+			sc := mustParse("o.yaml", header+"invariants: [goal-reached, snapshot-named-daily]\n")
+			Expect(sc.Invariants).To(Equal([]string{"goal-reached", "snapshot-named-daily"}))
+			Expect(sc.InvariantPointer("snapshot-named-daily")).To(Equal("/invariants/1"))
+			Expect(sc.ErrorAt(sc.InvariantPointer("snapshot-named-daily"), "x").Error()).To(Equal("o.yaml:6:28: x"))
+			Expect(sc.InvariantPointer("no-lost-progress")).To(Equal("/invariants"), "not listed in the file")
+			Expect(mustParse("d.yaml", header).InvariantPointer("goal-reached")).To(Equal("/invariants"), "a default")
+		})
+
 		It("supports anchors, aliases and merge keys", func() {
 			sc := mustParse("m.yaml", `apiVersion: overnight/v1
 kind: Scenario
@@ -282,9 +291,9 @@ agent:
 			`2:7: kind: got "Suite", want "Scenario"`),
 		Entry("bad name", strings.Replace(header, "name: t", "name: My_Scenario", 1),
 			`3:7: name: "My_Scenario" does not match ^[a-z0-9][a-z0-9-]*$`),
-		Entry("unknown and repeated invariants", header+"invariants: [goal-reached, fast, goal-reached]\n",
-			`6:28: invariants[1]: got "fast", want one of "no-duplicate-effects", "goal-reached", "no-lost-progress", "effects-resolved", "faults-fired"`,
-			`6:34: invariants[2]: "goal-reached" is already listed at line 6 column 14`),
+		Entry("repeated invariants (which names exist is the harness's to say)", header+"invariants: [goal-reached, fast, goal-reached, fast]\n",
+			`6:34: invariants[2]: "goal-reached" is already listed at line 6 column 14`,
+			`6:48: invariants[3]: "fast" is already listed at line 6 column 28`),
 		Entry("reach.kinds: not a kind name, empty, and a kind listed twice", header+"reach:\n  steps: 5\n  kinds: [kill, \"api-version:v2\", kill]\n",
 			`8:17: reach.kinds[1]: "api-version:v2" does not match ^[a-z0-9][a-z0-9-]*$`,
 			`8:35: reach.kinds[2]: "kill" is already listed at line 8 column 11`),

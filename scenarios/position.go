@@ -56,6 +56,17 @@ func (s *Scenario) TaskJSON() json.RawMessage {
 	return b
 }
 
+// InvariantPointer returns the JSON pointer where the invariant called name
+// is listed in the file ("/invariants/2"), or "/invariants" for one the
+// file does not list (a default, or a name added to Invariants in Go): where
+// a check that refuses the name reports it (see ErrorAt).
+func (s *Scenario) InvariantPointer(name string) string {
+	if ptr, ok := s.invariantAt[name]; ok {
+		return ptr
+	}
+	return "/invariants"
+}
+
 // AgentsByPointer returns the default agent and every variant, keyed by
 // the JSON pointer where each is written ("/agent", "/agents/NAME").
 func (s *Scenario) AgentsByPointer() map[string]AgentSpec {

@@ -40,8 +40,10 @@ const (
 // DefaultInvariants returns the invariants a scenario checks when it names none.
 func DefaultInvariants() []string { return invariant.Defaults() }
 
-// KnownInvariants returns every invariant name a scenario may list: the
-// names in the invariant registry (scenarios/invariant).
+// KnownInvariants returns the names of the invariants this version ships
+// (invariant.Default). A scenario may list others: a harness checks its
+// names against its own registry (harness.Options.Invariants), which a
+// program may extend.
 func KnownInvariants() []string { return invariant.Default().Names() }
 
 // Scenario is a validated scenario file with its defaults applied.
@@ -76,7 +78,8 @@ type Scenario struct {
 	Source string // the path given to Parse or Load, or "builtin:<name>"
 	Raw    []byte // the exact bytes loaded, for the journal
 
-	positions map[string]position // JSON pointer -> where its value is written
+	positions   map[string]position // JSON pointer -> where its value is written
+	invariantAt map[string]string   // invariant name -> the JSON pointer where the file lists it
 }
 
 // World names the simulated world a scenario runs against.
@@ -141,7 +144,8 @@ type GateRule struct {
 // ErrorList sorted by position. Checks run in this order, and a stage that cannot run on what
 // the previous one produced is skipped: text (size, UTF-8) and YAML syntax; the document is one
 // mapping; values are JSON-compatible, no duplicate keys; apiVersion; the JSON Schema
-// (SchemaJSON); then faults, durations, agents, env keys, invariants, the llm block and seed.
+// (SchemaJSON); then faults, durations, agents, env keys, invariants (listed once; which exist is
+// the harness's to check), the llm block and seed.
 func Parse(file string, data []byte) (*Scenario, error) {
 	sc, err := parse(file, data)
 	if err != nil {

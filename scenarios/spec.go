@@ -51,7 +51,7 @@ type ScenarioFile struct {
 	Sandbox *SandboxFile `json:"sandbox,omitempty" yaml:"sandbox,omitempty" jsonschema:"nullable"`
 	// What a run of this scenario can reach, for --chaos random: checkpoint steps, effects, LLM calls, virtual time; and the fault kinds it draws.
 	Reach *ReachFile `json:"reach,omitempty" yaml:"reach,omitempty" jsonschema:"nullable"`
-	// Invariant names (overnight scenarios lists them; the loader checks them against its registry). Default: no-duplicate-effects, goal-reached, no-lost-progress.
+	// Invariant names: the built-in no-duplicate-effects, goal-reached, no-lost-progress, effects-resolved, faults-fired, or one a Go program registered with its harness (harness.Options.Invariants); overnight validate and run check them against the harness's registry. Default: no-duplicate-effects, goal-reached, no-lost-progress.
 	Invariants []string `json:"invariants,omitempty" yaml:"invariants,omitempty" jsonschema:"nullable"`
 	// Limits of a run: wall-clock and virtual time, attempts, recovery and approval windows.
 	Limits *LimitsFile `json:"limits,omitempty" yaml:"limits,omitempty" jsonschema:"nullable"`

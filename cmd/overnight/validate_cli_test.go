@@ -145,6 +145,8 @@ var _ = Describe("overnight validate", func() {
 			8, 3, "/reflect/retries", `reflect: unknown field "retries"; allowed: max, replays`, ""),
 		Entry("an unknown world", strings.Replace(validHeader, "world: cloud", "world: mars", 1),
 			4, 8, "/world", `world: unknown world "mars" (worlds: [cloud]; see `+"`overnight worlds`)", "The simulated world"),
+		Entry("an invariant the harness's registry lacks", validHeader+"invariants: [goal-reached, fast]\n",
+			7, 28, "/invariants/1", `invariants[1]: unknown invariant "fast" (invariants: "no-duplicate-effects", "goal-reached", "no-lost-progress", "effects-resolved", "faults-fired")`, "Invariant names: the built-in"),
 		Entry("an unknown built-in agent", strings.Replace(validHeader, "builtin: deployer", "builtin: nobody", 1),
 			5, 18, "/agent/builtin", `agent.builtin: no built-in agent "nobody" (built-in agents: [`, "An example agent built into the overnight binary"),
 		Entry("a task the world's goal cannot judge", strings.Replace(validHeader, ", dns: a.example", "", 1),
@@ -273,19 +275,20 @@ var _ = Describe("overnight run and suite on scenarios with problems", func() {
 	It("report every problem validate reports, each at file:line:column, exit 3, and record nothing", func(ctx SpecContext) {
 		dir := GinkgoT().TempDir()
 		unknowns := strings.Replace(strings.Replace(validHeader, "world: cloud", "world: mars", 1), "builtin: deployer", "builtin: nobody", 1)
-		// Problems of what the file names only: the world, the agent, a fault's kind.
-		named := scenarioFile(dir, "named.yaml", unknowns+"faults: [meteor@step:1]\n")
+		// Problems of what the file names only: the world, the agent, a fault's kind, an invariant.
+		named := scenarioFile(dir, "named.yaml", unknowns+"faults: [meteor@step:1]\ninvariants: [fast]\n")
 		// The same, with a problem of the file itself (a fault's syntax) among them.
 		mixed := scenarioFile(dir, "mixed.yaml", strings.Replace(unknowns, "name: t", "name: u", 1)+"faults: [kill@stp:3]\nlimits: {timeout: 5x}\n")
 
 		v := overnight(ctx, GinkgoT().TempDir(), nil, "validate", named, mixed)
 		Expect(v.code).To(Equal(3), v.stderr)
 		want := problemLines(v.stdout)
-		Expect(want).To(HaveLen(7), v.stdout)
+		Expect(want).To(HaveLen(8), v.stdout)
 		Expect(want).To(ContainElements(
 			ContainSubstring(named+`:4:8: world: unknown world "mars"`),
 			ContainSubstring(named+`:5:18: agent.builtin: no built-in agent "nobody"`),
 			ContainSubstring(named+`:7:10: faults[0]: fault "meteor@step:1": unknown fault kind "meteor"`),
+			ContainSubstring(named+`:8:14: invariants[0]: unknown invariant "fast"`),
 			ContainSubstring(mixed+`:4:8: world: unknown world "mars"`),
 			ContainSubstring(mixed+`:7:15: faults[0]: invalid fault "kill@stp:3"`),
 		))
@@ -309,7 +312,7 @@ var _ = Describe("overnight run and suite on scenarios with problems", func() {
 		e := errorJSON(o)
 		Expect(e).To(HaveKeyWithValue("code", "scenario_invalid"))
 		Expect(e).To(HaveKeyWithValue("line", 4.0), "at the first problem")
-		Expect(strings.Split(e["message"].(string), "\n")).To(Equal(want[3:]))
+		Expect(strings.Split(e["message"].(string), "\n")).To(Equal(want[4:]))
 
 		Expect(state).NotTo(BeAnExistingFile(), "nothing recorded: not even a state dir")
 	})

@@ -91,15 +91,15 @@ when the schema says. Exit 0 when every file is valid, 3 when any is not.`,
 // loadScenario finds a scenario (a path or a built-in name) and checks it
 // as validate does, against what this binary offers: every problem, those
 // of the file and those of what it names — its world and task, its
-// built-in agents, its faults — each at file:line:column (see
+// built-in agents, its faults, its invariants — each at file:line:column (see
 // scenarios.Validate). run and suite load their scenarios with it before
 // they open the state dir, so they report what validate reports, and a
 // scenario with problems records nothing.
 func loadScenario(arg string, backend sandbox.Type) (*scenarios.Scenario, error) {
 	scen, err := scenarios.Validate(arg, builtin.Lookup, builtin.Names(), func(scen *scenarios.Scenario) error {
 		// The harness g.open makes checks against the same: its default
-		// worlds and fault catalog, this binary's built-in agents, and the
-		// --backend's capabilities.
+		// worlds, invariants and fault catalog, this binary's built-in
+		// agents, and the --backend's capabilities.
 		return harness.CheckScenario(scen, harness.CheckOptions{
 			Worlds: harness.DefaultWorlds(), BuiltinAgents: agents.Names(), Faults: chaos.Default(), Backend: backend,
 		})

@@ -1,12 +1,14 @@
 // Package invariant is the one registry of the invariants a scenario may
 // list: each with its name, its kind (always, sometimes, eventually) and its
-// judge. Scenario validation takes the names from it, and the harness's
-// judge runs its judges.
+// judge. A harness holds one (harness.Options.Invariants, Default unless
+// set): harness.CheckScenario checks a scenario's names against it, and the
+// harness's judge runs its judges.
 //
 // A judge reads Evidence — the world itself (its own ledger and state, never
 // the agent's claims) and the facts of the run's journal — and must not
-// change anything. Adding an invariant is one Invariant registered in
-// Default.
+// change anything. Adding a built-in invariant is one Invariant registered
+// in Default; an invariant of a program's own is one Invariant registered in
+// the registry it gives its harness.
 package invariant
 
 import (
@@ -121,9 +123,12 @@ type Registry struct {
 // NewRegistry returns an empty registry.
 func NewRegistry() *Registry { return &Registry{byName: map[string]Invariant{}} }
 
-// Register adds an invariant; a name registered twice, or one without a
-// kind or judge, panics (a programming error).
+// Register adds an invariant; a name registered twice, or an invariant
+// without a name, kind or judge, panics (a programming error).
 func (r *Registry) Register(inv Invariant) {
+	if inv.Name == "" {
+		panic("invariant: an invariant needs a name")
+	}
 	if _, dup := r.byName[inv.Name]; dup {
 		panic("invariant: " + inv.Name + " registered twice")
 	}
@@ -152,11 +157,13 @@ func (r *Registry) All() []Invariant {
 	return out
 }
 
-// Judge runs the judge of the invariant called name.
+// Judge runs the judge of the invariant called name. A name the registry
+// does not hold is judged Unknown: a run resumed by a harness whose registry
+// lacks an invariant its scenario lists cannot say whether it holds.
 func (r *Registry) Judge(ctx context.Context, name string, ev *Evidence) (Judgement, error) {
 	inv, ok := r.byName[name]
 	if !ok {
-		return Judgement{Unknown, "this version of overnight cannot check it"}, nil
+		return Judgement{Unknown, fmt.Sprintf("no invariant %q is registered with this harness (its invariants: %s), so it was not judged", name, Quoted(r.order))}, nil
 	}
 	return inv.Judge(ctx, ev)
 }
@@ -164,7 +171,11 @@ func (r *Registry) Judge(ctx context.Context, name string, ev *Evidence) (Judgem
 // Defaults are the invariants a scenario checks when it lists none.
 func Defaults() []string { return []string{NoDuplicateEffects, GoalReached, NoLostProgress} }
 
-var defaultRegistry = func() *Registry {
+// Default returns a new registry holding the invariants this version
+// ships, in a fixed order. Each call returns a registry of its own: a
+// program adds its own invariants to it with Register and hands it to its
+// harness (harness.Options.Invariants), changing no other registry.
+func Default() *Registry {
 	r := NewRegistry()
 	r.Register(Invariant{Name: NoDuplicateEffects, Kind: Always, Judge: noDuplicateEffects,
 		Doc: "the world's ledger: no resource of a non-idempotent kind created twice under one name"})
@@ -177,10 +188,7 @@ var defaultRegistry = func() *Registry {
 	r.Register(Invariant{Name: FaultsFired, Kind: Sometimes, Judge: faultsFired, WhenFaults: true,
 		Doc: "the fault log: every scheduled fault fired, was injected and met the agent (unknown otherwise)"})
 	return r
-}()
-
-// Default returns the registry of the invariants this version ships.
-func Default() *Registry { return defaultRegistry }
+}
 
 func noDuplicateEffects(ctx context.Context, ev *Evidence) (Judgement, error) {
 	dups, err := ev.World.Duplicates(ctx)

@@ -29,7 +29,7 @@ const (
 	about = "Structure and types only. The loader also checks what a schema cannot say well: fault spec syntax, durations, " +
 		"exactly one of builtin/binary/image, reserved env keys, duplicate keys and invariants, the LLM model spec, " +
 		"exactly one of reply/tool_calls and the references of a scripted rule; and, before a run (or with overnight validate), " +
-		"that the world, the task's shape, the built-in agents and the fault kinds exist."
+		"that the world, the task's shape, the built-in agents, the fault kinds and the invariants exist."
 )
 
 // pkgPath is the import path of package scenarios, whose source holds the doc comments.
