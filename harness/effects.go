@@ -270,7 +270,7 @@ func (p *effectPath) record(ctx context.Context, e *effect, out world.Outcome) e
 		var j invariant.Judgement
 		var err error
 		r.outside(func() {
-			j, err = invariant.Default().Judge(ctx, invariant.NoDuplicateEffects, &invariant.Evidence{World: r.world, Label: history.EffectLabel})
+			j, err = r.h.opts.Invariants.Judge(ctx, invariant.NoDuplicateEffects, &invariant.Evidence{World: r.world, Label: history.EffectLabel})
 		})
 		if err == nil && j.Verdict == invariant.Fail && !p.dupReported {
 			p.dupReported = true
