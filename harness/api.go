@@ -47,6 +47,11 @@ type RunRequest struct {
 	// (serve that run's recorded exchanges). Default: the scenario's
 	// llm.model, else none.
 	LLM string
+	// World, when set, is the base URL of a world served over the world
+	// protocol that the run acts on instead of the scenario's (--world):
+	// the scenario's world name, if it has one, is what that world must
+	// describe itself as. Journaled with the run, so a resume finds it.
+	World string
 	// Started, if set, is called with the run id once the run is durable,
 	// before any container starts.
 	Started func(runID string)
@@ -102,6 +107,14 @@ func (h *Harness) Run(ctx context.Context, req RunRequest) (*Result, error) {
 func (h *Harness) start(ctx context.Context, req RunRequest) (*Result, error) {
 	if err := h.Check(req.Scenario); err != nil {
 		return nil, err
+	}
+	if req.World != "" {
+		if err := checkWorldURL(req.World); err != nil {
+			return nil, err
+		}
+		s := *req.Scenario
+		s.World = scenarios.World{Name: s.World.Name, URL: req.World, Options: map[string]any{}}
+		req.Scenario = &s
 	}
 	agentSpec, err := req.Scenario.SelectAgent(req.Agent)
 	if err != nil {

@@ -57,7 +57,10 @@ func CheckScenario(scen *scenarios.Scenario, opts CheckOptions) error {
 		opts.Invariants = invariant.Default()
 	}
 	var errs scenarios.ErrorList
-	if def, ok := opts.Worlds.Definition(scen.World.Name); !ok {
+	if scen.World.Remote() {
+		// A world over the protocol is checked when it answers: its name,
+		// goal and API versions (see reachWorld), before the run is recorded.
+	} else if def, ok := opts.Worlds.Definition(scen.World.Name); !ok {
 		errs = append(errs, scen.ErrorAt("/world", "world: unknown world %q (worlds: %v; see `overnight worlds`)", scen.World.Name, opts.Worlds.Names()))
 	} else if def.CheckTask != nil {
 		for _, p := range def.CheckTask(scen.World.Options, scen.TaskJSON()) {

@@ -103,6 +103,9 @@ func (h *Harness) drive(ctx context.Context, runID string, plan sandboxPlan) (re
 	if err != nil {
 		return nil, err
 	}
+	// A world the harness started for the run (or an isolated run's
+	// instance) goes when the drive ends; its data stays for a resume.
+	defer h.releaseWorld(runID, r.scen.World, r.rec.Isolated != nil)
 	started := time.Now()
 
 	dir, cleanupDir, err := sandbox.NewSocketDir()
@@ -202,19 +205,16 @@ func (h *Harness) load(ctx context.Context, runID string) (*run, error) {
 	if err != nil {
 		return nil, err
 	}
-	w, err := rd.World(ctx, rec, scen)
-	if err != nil {
-		return nil, err
-	}
 	wr := h.w
 	if rec.Isolated != nil {
 		// An isolated re-run is redone, not resumed, if the harness dies:
 		// its writes need no sync (the reflection's record of it does).
 		wr = h.w.Scratch()
-		store, prefix := wr.WorldStore(runID)
-		if w, err = h.opts.Worlds.Open(ctx, scen.World.Name, store, prefix, scen.World.Options); err != nil {
-			return nil, err
-		}
+	}
+	store, prefix := wr.WorldStore(runID)
+	w, err := h.openRunWorld(ctx, rec, scen, store, prefix)
+	if err != nil {
+		return nil, err
 	}
 	r := &run{
 		h: h, w: wr, log: h.log.With("run", runID), scen: scen, world: w, task: scen.TaskJSON(), rec: rec,

@@ -2,6 +2,7 @@ package harness
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"sync"
@@ -13,6 +14,7 @@ import (
 	"github.com/overnight-dev/overnight/sandbox/protocol"
 	"github.com/overnight-dev/overnight/scenarios/invariant"
 	"github.com/overnight-dev/overnight/scenarios/world"
+	"github.com/overnight-dev/overnight/scenarios/world/remote"
 )
 
 // effectPath is the path of a real-world action, a chain of stages each
@@ -313,6 +315,11 @@ func (p *effectPath) reconcile(ctx context.Context, rec *history.EffectRecord) e
 	var found bool
 	var err error
 	r.outside(func() { out, found, err = r.world.Lookup(ctx, rec.ID) })
+	if errors.Is(err, remote.ErrWorld) {
+		// The world is down: the effect stays in doubt until it answers.
+		return gateway.Errorf(http.StatusServiceUnavailable, "world_unavailable",
+			"effect %s is in doubt and the world cannot be asked about it now (%v); retry with the same key", history.EffectLabel(rec.ID), err)
+	}
 	if err != nil {
 		return fmt.Errorf("reconcile effect %s with the world: %w", history.EffectLabel(rec.ID), err)
 	}

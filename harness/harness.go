@@ -51,6 +51,7 @@ import (
 	"github.com/overnight-dev/overnight/harness/history"
 	"github.com/overnight-dev/overnight/harness/journal"
 	"github.com/overnight-dev/overnight/sandbox"
+	"github.com/overnight-dev/overnight/scenarios"
 	"github.com/overnight-dev/overnight/scenarios/cloud"
 	"github.com/overnight-dev/overnight/scenarios/invariant"
 	"github.com/overnight-dev/overnight/scenarios/world"
@@ -162,6 +163,8 @@ type Harness struct {
 	sandbox sandbox.Backend // opened on first use (see backend)
 	janitor *janitor        // reaps dead runs' leftovers; started with the backend
 	live    map[string]bool
+	procs   *worldProcs  // command worlds started for runs (nil: none yet)
+	images  *imageWorlds // image worlds started for runs (nil: none yet)
 
 	control *controlServer // the state dir's control socket (nil: none)
 	// index keeps the runs' headers for QueryRuns, told by w of every run
@@ -209,6 +212,14 @@ func Open(ctx context.Context, opts Options) (*Harness, error) {
 	h := &Harness{opts: opts, j: j, w: history.NewWriter(j), history: history.NewReader(j, opts.Worlds),
 		log: opts.Logger, state: abs, live: map[string]bool{}, index: history.NewRunIndex()}
 	h.w.Track(h.index)
+	h.history.SetRemote(func(ctx context.Context, rec history.RunRecord, scen *scenarios.Scenario) (world.World, error) {
+		wr := h.w
+		if rec.Isolated != nil {
+			wr = h.w.Scratch()
+		}
+		store, prefix := wr.WorldStore(rec.ID)
+		return h.openRunWorld(ctx, rec, scen, store, prefix)
+	})
 	h.control = h.serveControl()
 	return h, nil
 }
@@ -232,6 +243,7 @@ func requireJournal(abs string) error {
 func (h *Harness) Close() error {
 	h.control.close()
 	h.closeBackend()
+	h.stopWorlds()
 	return h.j.Close()
 }
 

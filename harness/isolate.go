@@ -144,17 +144,24 @@ func (h *Harness) fork(ctx context.Context, parent history.RunRecord, id string,
 	if err != nil {
 		return nil, 0, err
 	}
-	state, err := h.opts.Worlds.StateAt(ctx, scen.World.Name, scen.World.Options, real, worldSeq)
-	if err != nil {
-		return nil, 0, fmt.Errorf("the state of run %s's world at ledger entry %d: %w", parent.ID, worldSeq, err)
-	}
-	store, prefix := h.w.Scratch().WorldStore(id) // a shadow is rebuilt, never recovered
-	shadow, err := h.opts.Worlds.Open(ctx, scen.World.Name, store, prefix, scen.World.Options)
-	if err != nil {
-		return nil, 0, err
-	}
-	if err := world.Restore(ctx, shadow, state); err != nil {
-		return nil, 0, fmt.Errorf("restore the shadow world of run %s: %w", id, err)
+	var state world.State
+	if scen.World.Remote() {
+		if state, err = h.forkRemote(ctx, parent, id, scen, real, worldSeq); err != nil {
+			return nil, 0, err
+		}
+	} else {
+		state, err = h.opts.Worlds.StateAt(ctx, scen.World.Name, scen.World.Options, real, worldSeq)
+		if err != nil {
+			return nil, 0, fmt.Errorf("the state of run %s's world at ledger entry %d: %w", parent.ID, worldSeq, err)
+		}
+		store, prefix := h.w.Scratch().WorldStore(id) // a shadow is rebuilt, never recovered
+		shadow, err := h.opts.Worlds.Open(ctx, scen.World.Name, store, prefix, scen.World.Options)
+		if err != nil {
+			return nil, 0, err
+		}
+		if err := world.Restore(ctx, shadow, state); err != nil {
+			return nil, 0, fmt.Errorf("restore the shadow world of run %s: %w", id, err)
+		}
 	}
 	var entries []history.Entry
 	for _, c := range cps {

@@ -183,6 +183,9 @@ func (h *Harness) removeStaleSocketDirs() {
 type GCResult struct {
 	Containers []string `json:"containers"`
 	Images     []string `json:"images"`
+	// Worlds counts the command worlds a dead harness of this state dir
+	// left running, killed.
+	Worlds int `json:"worlds"`
 }
 
 // GC removes leftovers now, as the janitor does in the background: this
@@ -209,7 +212,13 @@ func (h *Harness) GC(ctx context.Context, all, images bool) (GCResult, error) {
 		removed, err = j.sweep(ctx)
 	}
 	res.Containers = append(res.Containers, removed...)
-	if err != nil || !images {
+	if err != nil {
+		return res, err
+	}
+	if res.Worlds, err = h.reapStaleWorlds(); err != nil {
+		return res, err
+	}
+	if !images {
 		return res, err
 	}
 	if ir, ok := b.(sandbox.ImageReaper); ok {

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/overnight-dev/overnight/harness/history"
 	"github.com/overnight-dev/overnight/scenarios/invariant"
+	"github.com/overnight-dev/overnight/scenarios/world/remote"
 )
 
 // Verdicts (history.VerdictPass, ...).
@@ -126,7 +128,7 @@ func (r *run) judge(ctx context.Context, end endState) (*Result, error) {
 		ev.Done = &invariant.Done{Outcome: done.Outcome, Virtual: done.Virtual}
 	}
 	dups, err := r.world.Duplicates(ctx)
-	if err != nil {
+	if err != nil && !errors.Is(err, remote.ErrWorld) { // a world down is judged below: unknown
 		return nil, err
 	}
 	for _, d := range dups {
@@ -148,6 +150,10 @@ func (r *run) judge(ctx context.Context, end endState) (*Result, error) {
 			judged = judged || inv.Kind == invariant.Always || inv.Kind == invariant.Eventually
 		}
 		j, err := reg.Judge(ctx, name, ev)
+		if errors.Is(err, remote.ErrWorld) {
+			// The world out of process cannot be asked: nothing is known.
+			j, err = invariant.Judgement{Verdict: invariant.Unknown, Detail: fmt.Sprintf("not judged: the world did not answer (%v)", err)}, nil
+		}
 		if err != nil {
 			return nil, fmt.Errorf("judge %s: %w", name, err)
 		}

@@ -234,6 +234,20 @@ func (h *Harness) create(ctx context.Context, req RunRequest) (string, error) {
 			rec.Isolated = &iso
 		}
 	}
+	rec.WorldURL = req.World
+	if scen.World.Remote() && req.isolation == nil {
+		// A world over the protocol answers, and is the one asked for,
+		// before the run exists (a command or image world is started for it
+		// here, and kept for its drive).
+		specs := make([]chaos.Spec, len(instances))
+		for i, in := range instances {
+			specs[i] = in.Spec
+		}
+		if err := h.reachWorld(ctx, id, scen, specs); err != nil {
+			h.releaseWorld(id, scen.World, false)
+			return "", err
+		}
+	}
 	entries := []history.Entry{history.RunEntry(rec), history.ClockEntry(id, history.ClockRecord{Now: VirtualEpoch})}
 	for i, in := range instances {
 		entries = append(entries, history.FaultEntry(id, history.FaultRecord{Index: i, Spec: in.Spec.String(), From: in.From, Kind: in.Spec.Kind, At: in.Spec.Trigger.String()}))

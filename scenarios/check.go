@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/url"
 	"path"
 	"path/filepath"
 	"reflect"
@@ -66,8 +67,7 @@ func (b *builder) build(root map[string]any) *Scenario {
 	case string:
 		sc.World.Name = w
 	case map[string]any:
-		sc.World.Name, _ = w["name"].(string)
-		sc.World.Options, _ = w["options"].(map[string]any)
+		b.world(&sc.World, w)
 	}
 	if sc.World.Options == nil {
 		sc.World.Options = map[string]any{}
@@ -353,6 +353,81 @@ func (b *builder) agent(ptr, path string, a map[string]any) AgentSpec {
 		}
 	}
 	return spec
+}
+
+// world reads the object form of world:, which the schema has checked
+// field by field; what it checks is how the fields go together.
+func (b *builder) world(out *World, w map[string]any) {
+	out.Name, _ = w["name"].(string)
+	out.Options, _ = w["options"].(map[string]any)
+	out.URL, _ = w["url"].(string)
+	out.Image, _ = w["image"].(string)
+	if cmd, ok := w["command"].([]any); ok {
+		for _, c := range cmd {
+			if s, ok := c.(string); ok {
+				out.Command = append(out.Command, s)
+			}
+		}
+	}
+	if p, ok := w["port"].(int64); ok {
+		out.Port = int(p)
+	}
+	var ways []string
+	for _, k := range []string{"url", "command", "image"} {
+		if _, ok := w[k]; ok {
+			ways = append(ways, k)
+		}
+	}
+	switch {
+	case len(ways) > 1:
+		b.errAt("/world/"+ways[1], "world: give one of url, command and image, not %s", strings.Join(ways, " and "))
+	case len(ways) == 0 && out.Name == "":
+		b.errAt("/world", "world: give a built-in world's name, or one of url, command and image (a world over the world protocol)")
+	case len(ways) == 0:
+		for _, k := range []string{"env", "port"} {
+			if _, ok := w[k]; ok {
+				b.errAt("/world/"+k, "world.%s: only a command or image world has one (world %q is built in)", k, out.Name)
+			}
+		}
+	default:
+		if _, ok := w["options"]; ok {
+			b.errAt("/world/options", "world.options: only a built-in world takes options; a world over the protocol gets its own from its command, image or service")
+		}
+		if _, ok := w["env"]; ok && out.URL != "" {
+			b.errAt("/world/env", "world.env: only a command or image world has an environment (this one runs at %s)", out.URL)
+		}
+		if _, ok := w["port"]; ok && out.Image == "" {
+			b.errAt("/world/port", "world.port: only an image world has one")
+		}
+	}
+	if out.URL != "" {
+		if u, err := url.Parse(out.URL); err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+			b.errAt("/world/url", "world.url: %q is not an http(s) base URL", out.URL)
+		}
+	}
+	if len(out.Command) > 0 {
+		if strings.HasPrefix(b.file, BuiltinPrefix) {
+			b.errAt("/world/command", "world.command: a built-in scenario cannot start a world")
+		} else if abs, err := filepath.Abs(filepath.Dir(b.file)); err == nil {
+			out.Dir = abs
+		}
+	}
+	if env, ok := w["env"].(map[string]any); ok {
+		out.Env = map[string]string{}
+		for k, v := range env {
+			key := b.keyNode("/world/env/" + escapePointer(k))
+			if strings.HasPrefix(k, "OVERNIGHT_") {
+				b.sink.addAt("/world/env", key.Line, key.Column, "world.env: %q uses the reserved prefix OVERNIGHT_ (the harness sets those variables)", k)
+				continue
+			}
+			if s, ok := v.(string); ok {
+				out.Env[k] = s
+			}
+		}
+	}
+	if out.Image != "" && out.Port == 0 {
+		out.Port = DefaultWorldPort
+	}
 }
 
 // binaryPath resolves a relative binary path against the scenario file's directory.

@@ -82,10 +82,44 @@ type Scenario struct {
 	invariantAt map[string]string   // invariant name -> the JSON pointer where the file lists it
 }
 
-// World names the simulated world a scenario runs against.
+// World names the world a scenario runs against: a built-in (Name, with
+// Options), or a world served over the world protocol (docs/world-protocol.md)
+// at URL, started from Command, or started from Image — at most one of the
+// three, and then Name, if set, is the name the world must describe itself
+// with.
 type World struct {
 	Name    string
 	Options map[string]any // free-form, JSON-compatible as Scenario.Task; never nil
+
+	URL     string            // a world already running: its base URL
+	Command []string          // a world the harness starts per run from this command
+	Env     map[string]string // a command or image world's environment; nil if none
+	Image   string            // a world the harness starts per run as a container of this image
+	Port    int               // the port an image world listens on (default DefaultWorldPort)
+	// Dir is the directory a command world runs in: the scenario file's
+	// ("" for a built-in scenario, which cannot have one).
+	Dir string
+}
+
+// DefaultWorldPort is the port an image world listens on when the scenario
+// gives none.
+const DefaultWorldPort = 8080
+
+// Remote reports whether the world is served over the world protocol
+// rather than built into the harness.
+func (w World) Remote() bool { return w.URL != "" || len(w.Command) > 0 || w.Image != "" }
+
+// Label names the world for people: its name, or where it is served from.
+func (w World) Label() string {
+	switch {
+	case w.URL != "":
+		return w.URL
+	case len(w.Command) > 0:
+		return "command " + strings.Join(w.Command, " ")
+	case w.Image != "":
+		return "image " + w.Image
+	}
+	return w.Name
 }
 
 // AgentSpec says which agent to run. Exactly one of Builtin, Binary and Image is set.

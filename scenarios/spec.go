@@ -35,7 +35,7 @@ type ScenarioFile struct {
 	Name string `json:"name" yaml:"name" jsonschema:"required,pattern=^[a-z0-9][a-z0-9-]*$,maxLength=63"`
 	// What the scenario exercises, for people (overnight scenarios prints it).
 	Description string `json:"description,omitempty" yaml:"description,omitempty" jsonschema:"nullable"`
-	// The simulated world: its name, or {name, options} (overnight worlds lists them).
+	// The world the agent acts on: a built-in's name (overnight worlds lists them), or {name, options}, or a world of your own over the world protocol — {url}, {command} or {image, port} (docs/worlds.md).
 	World WorldFile `json:"world" yaml:"world" jsonschema:"required" jsonschema_extras:"shorthand=name"`
 	// The agent to run: exactly one of builtin, binary or image, with its command, args and env.
 	Agent AgentFile `json:"agent" yaml:"agent" jsonschema:"required"`
@@ -65,12 +65,25 @@ type ScenarioFile struct {
 	LLM *LLMFile `json:"llm,omitempty" yaml:"llm,omitempty" jsonschema:"nullable"`
 }
 
-// WorldFile names the simulated world. A file may write it as the name alone (world: cloud).
+// WorldFile names the world. A file may write it as the name alone (world: cloud). At most
+// one of url, command and image is set: without any, name is a built-in world's (required);
+// with one, the world is served over the world protocol (docs/world-protocol.md) and name, if
+// given, must be the name it describes itself with.
 type WorldFile struct {
-	// The world's name.
-	Name string `json:"name" yaml:"name" jsonschema:"required,pattern=^[a-z0-9][a-z0-9-]*$"`
-	// Free-form options for the world (overnight worlds lists each world's).
+	// The world's name: a built-in's (overnight worlds), or the name a remote world must describe itself with.
+	Name string `json:"name,omitempty" yaml:"name,omitempty" jsonschema:"pattern=^[a-z0-9][a-z0-9-]*$"`
+	// Free-form options for a built-in world (overnight worlds lists each world's); a remote world gets its own from its command or service.
 	Options map[string]any `json:"options,omitempty" yaml:"options,omitempty" jsonschema:"nullable"`
+	// A world already running, served over the world protocol at this http(s) base URL.
+	URL string `json:"url,omitempty" yaml:"url,omitempty" jsonschema:"pattern=^https?://[^\\s]+$"`
+	// A world the harness starts, once per run, from this command (run in the scenario file's directory, with OVERNIGHT_WORLD_ADDR and OVERNIGHT_WORLD_DATA set; $OVERNIGHT_WORLD_ADDR and $OVERNIGHT_WORLD_DATA in its arguments are expanded).
+	Command []string `json:"command,omitempty" yaml:"command,omitempty" jsonschema:"minItems=1"`
+	// Environment variables of a command or image world; OVERNIGHT_* is reserved for the harness.
+	Env map[string]string `json:"env,omitempty" yaml:"env,omitempty" jsonschema:"nullable" jsonschema_extras:"propertyNames=^[A-Za-z_][A-Za-z0-9_]*$"`
+	// A world the harness starts, once per run, as a container of this image (already on the engine), on a network the harness reaches and the agent's sandbox does not.
+	Image string `json:"image,omitempty" yaml:"image,omitempty" jsonschema:"pattern=^[^\\s]+$"`
+	// The port an image world listens on inside its container (it is also given as OVERNIGHT_WORLD_ADDR=0.0.0.0:PORT). Default: 8080.
+	Port int `json:"port,omitempty" yaml:"port,omitempty" jsonschema:"minimum=1,maximum=65535"`
 }
 
 // AgentFile is an agent as written: the default agent, or a variant. Exactly one of Builtin,

@@ -334,6 +334,7 @@ type runFlags struct {
 	timeout     time.Duration
 	maxAttempts int
 	lessons     string
+	world       string
 }
 
 func (rf *runFlags) register(f *pflag.FlagSet, lessons, lessonsHelp string) {
@@ -345,6 +346,7 @@ func (rf *runFlags) register(f *pflag.FlagSet, lessons, lessonsHelp string) {
 	f.DurationVar(&rf.timeout, "timeout", 0, "wall-clock limit (default: the scenario's)")
 	f.IntVar(&rf.maxAttempts, "max-attempts", 0, "attempts before the run fails as a crash loop (default: the scenario's)")
 	f.StringVar(&rf.lessons, "lessons", lessons, lessonsHelp)
+	f.StringVar(&rf.world, "world", "", "URL: act on the world served over the world protocol at this base URL instead of the scenario's (it must describe itself with the scenario's world name; docs/worlds.md)")
 }
 
 // schedule checks the flags and returns the fault list (nil: each
@@ -456,7 +458,7 @@ func runCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			req := harness.RunRequest{Scenario: scen, Agent: agentName, Timeout: rf.timeout, MaxAttempts: rf.maxAttempts, LLM: rf.llmSpec,
+			req := harness.RunRequest{Scenario: scen, Agent: agentName, Timeout: rf.timeout, MaxAttempts: rf.maxAttempts, LLM: rf.llmSpec, World: rf.world,
 				Faults: faults, RandomFaults: random, RandomKinds: rf.kinds, ReplayFaults: replay,
 				Extras: map[string]string{reflect.ExtraLessons: rf.lessons}}
 			if cmd.Flags().Changed("seed") {
@@ -676,6 +678,9 @@ func gcCmd(g *globals) *cobra.Command {
 				return writeJSON(g.stdout, res)
 			}
 			fmt.Fprintf(g.stdout, "removed %d containers\n", len(res.Containers))
+			if res.Worlds > 0 {
+				fmt.Fprintf(g.stdout, "killed %d command worlds a dead harness left running\n", res.Worlds)
+			}
 			for _, id := range res.Containers {
 				fmt.Fprintf(g.stdout, "  %.12s\n", id)
 			}

@@ -33,6 +33,8 @@ const (
 	codeDockerUnavailable = "docker_unavailable" // the sandbox backend (the Docker engine) cannot be reached
 	codeNotFailing        = "not_failing"        // shrink: the run did not fail, so there is nothing to shrink (exit 2)
 	codeInterrupted       = "interrupted"        // Ctrl-C or SIGTERM; run_id names the resumable run
+	codeWorldUnreachable  = "world_unreachable"  // a world over the world protocol does not answer where the scenario (or --world) says
+	codeWorldMismatch     = "world_mismatch"     // a world over the protocol answers, but is not the one the scenario asks for
 	codeImageNotFound     = "image_not_found"    // the agent's own image is not on the engine (which pulls nothing)
 	codeAgentInvalid      = "agent_invalid"      // the agent cannot run as given: an image with nothing to run, a binary that is not static
 	codeInternal          = "internal"           // anything else: the message says what failed
@@ -132,6 +134,10 @@ func errorCode(err error, usage bool) string {
 		return codeNotFailing
 	case errors.Is(err, harness.ErrInterrupted):
 		return codeInterrupted
+	case errors.Is(err, harness.ErrWorldUnreachable):
+		return codeWorldUnreachable
+	case errors.Is(err, harness.ErrWorldMismatch):
+		return codeWorldMismatch
 	}
 	return codeInternal
 }

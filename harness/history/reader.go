@@ -20,6 +20,7 @@ var ErrRunNotFound = errors.New("no such run")
 type Reader struct {
 	j      *journal.Journal
 	worlds *world.Registry
+	remote func(ctx context.Context, rec RunRecord, scen *scenarios.Scenario) (world.World, error)
 }
 
 // NewReader reads the runs in j. worlds opens a run's world to read its
@@ -261,18 +262,76 @@ func (r *Reader) Scenario(rec RunRecord) (*scenarios.Scenario, error) {
 	if err != nil {
 		return nil, fmt.Errorf("scenario of run %s no longer parses: %w", rec.ID, err)
 	}
+	if rec.WorldURL != "" { // the run was pointed at another world (--world)
+		scen.World = scenarios.World{Name: scen.World.Name, URL: rec.WorldURL, Options: map[string]any{}}
+	}
 	return scen, nil
 }
 
 // World opens the run's world on its own key space, to read its state and
 // ledger. Writing through it changes the run's world: only the harness that
-// drives the run does that.
+// drives the run does that. A world served over the protocol is reached
+// through the opener the harness set (SetRemote); without one, it is read
+// from what the harness journaled of its answers (Journaled).
 func (r *Reader) World(ctx context.Context, rec RunRecord, scen *scenarios.Scenario) (world.World, error) {
+	if scen.World.Remote() {
+		if r.remote != nil {
+			return r.remote(ctx, rec, scen)
+		}
+		return r.Journaled(rec, scen)
+	}
 	if r.worlds == nil {
 		return nil, errors.New("history reader: no world registry to open the run's world")
 	}
 	store, prefix := NewWriter(r.j).WorldStore(rec.ID)
 	return r.worlds.Open(ctx, scen.World.Name, store, prefix, scen.World.Options)
+}
+
+// SetRemote sets how World reaches a run's world served over the world
+// protocol (the harness does, on its own reader).
+func (r *Reader) SetRemote(open func(ctx context.Context, rec RunRecord, scen *scenarios.Scenario) (world.World, error)) {
+	r.remote = open
+}
+
+// Journaled is run rec's world out of process as the harness journaled it:
+// its ledger, and the outcome of each key, as the world answered them,
+// readable when the world is gone. Calls only the world itself can answer
+// (Execute, Duplicates, CheckGoal, Snapshot) fail, wrapping
+// ErrWorldElsewhere.
+func (r *Reader) Journaled(rec RunRecord, scen *scenarios.Scenario) (world.World, error) {
+	store, prefix := NewWriter(r.j).WorldStore(rec.ID)
+	name := scen.World.Name
+	if name == "" {
+		name = scen.World.Label()
+	}
+	l, err := world.OpenJournal(name, store, prefix)
+	if err != nil {
+		return nil, err
+	}
+	return journalOnly{Ledgered: l, label: "world " + scen.World.Label()}, nil
+}
+
+// ErrWorldElsewhere is wrapped by a journaled world's answer to a call only
+// the world itself answers.
+var ErrWorldElsewhere = errors.New("the world runs out of process: this view reads only what the harness journaled of its answers")
+
+// journalOnly is a world out of process read from the journal alone.
+type journalOnly struct {
+	*world.Ledgered
+	label string
+}
+
+func (j journalOnly) Execute(context.Context, world.Request) (world.Outcome, error) {
+	return world.Outcome{}, fmt.Errorf("%s: %w", j.label, ErrWorldElsewhere)
+}
+func (j journalOnly) Duplicates(context.Context) ([]world.Duplicate, error) {
+	return nil, fmt.Errorf("%s: %w", j.label, ErrWorldElsewhere)
+}
+func (j journalOnly) CheckGoal(context.Context, json.RawMessage) (world.Check, error) {
+	return world.Check{}, fmt.Errorf("%s: %w", j.label, ErrWorldElsewhere)
+}
+func (j journalOnly) Snapshot(context.Context) (json.RawMessage, error) {
+	return nil, fmt.Errorf("%s: %w", j.label, ErrWorldElsewhere)
 }
 
 // Run is the typed view of one run: everything the journal holds about it.
@@ -334,7 +393,12 @@ func (r *Reader) load(ctx context.Context, id string, ledger bool) (*Run, error)
 		if err != nil {
 			return nil, err
 		}
-		w, err := r.World(ctx, rec, scen)
+		var w world.World
+		if scen.World.Remote() {
+			w, err = r.Journaled(rec, scen) // a report reads what was journaled: the world may be gone
+		} else {
+			w, err = r.World(ctx, rec, scen)
+		}
 		if err != nil {
 			return nil, err
 		}

@@ -40,6 +40,10 @@ type RunRecord struct {
 	// Isolated says the run is an isolated re-run of another (Parent): its
 	// world is a shadow in a key space of its own, never the real one.
 	Isolated *Isolation `json:"isolated,omitempty"`
+	// WorldURL, when set, is the world the run acts on instead of the
+	// scenario's: one served over the world protocol at this base URL
+	// (--world URL).
+	WorldURL string `json:"world_url,omitempty"`
 	// Extras are the run's options for its extension (the reflection
 	// loop's lessons mode), kept so a resume runs with the same.
 	Extras map[string]string `json:"extras,omitempty"`

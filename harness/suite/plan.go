@@ -37,6 +37,10 @@ type Config struct {
 	RandomKinds []string `json:"random_kinds,omitempty"`
 	// LLM is the model of every run ("": each scenario's).
 	LLM string `json:"llm,omitempty"`
+	// World is the base URL of a world served over the world protocol that
+	// every run acts on instead of its scenario's (--world; "": each
+	// scenario's).
+	World string `json:"world,omitempty"`
 	// Timeout and MaxAttempts override each scenario's limits when > 0.
 	Timeout     time.Duration `json:"timeout,omitempty"`
 	MaxAttempts int           `json:"max_attempts,omitempty"`

@@ -194,7 +194,7 @@ func runCase(ctx context.Context, h *harness.Harness, plan *Plan, c Case, faults
 	seed := c.Seed
 	cfg := plan.Config
 	req := harness.RunRequest{Scenario: plan.Scenario(c.Scenario), Agent: c.Agent, Seed: &seed, Faults: faults,
-		RandomFaults: cfg.RandomFaults, RandomKinds: cfg.RandomKinds, LLM: cfg.LLM, Timeout: cfg.Timeout, MaxAttempts: cfg.MaxAttempts, Extras: cfg.Extras,
+		RandomFaults: cfg.RandomFaults, RandomKinds: cfg.RandomKinds, LLM: cfg.LLM, World: cfg.World, Timeout: cfg.Timeout, MaxAttempts: cfg.MaxAttempts, Extras: cfg.Extras,
 		Started: func(id string) { rr.RunID = id }}
 	started := time.Now()
 	res, err := h.Run(ctx, req)
