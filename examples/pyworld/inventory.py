@@ -50,6 +50,7 @@ The rules every world must keep (and how this one keeps them):
 """
 
 import argparse
+import functools
 import json
 import os
 import re
@@ -297,6 +298,23 @@ def compact(value):
     return json.dumps(value, separators=(",", ":"))
 
 
+def locked(method):
+    """Runs a World method under the world's lock.
+
+    The HTTP server answers each connection in its own thread, and a World
+    has one SQLite connection: reads take the lock too, so that none sees
+    another thread's transaction half-done. (It is re-entrant: apply reads
+    the API version under it.)
+    """
+
+    @functools.wraps(method)
+    def under_lock(self, *args, **kwargs):
+        with self.lock:
+            return method(self, *args, **kwargs)
+
+    return under_lock
+
+
 class World:
     """One world: the real one, or an isolated instance.
 
@@ -304,7 +322,7 @@ class World:
     (a file for the real world, `:memory:` for an instance), so one
     transaction records a request and makes its change. Nothing is cached in
     Python: every read goes to the database, so what is answered is always
-    what is durable. One request at a time (self.lock).
+    what is durable. One call at a time (@locked).
     """
 
     def __init__(self, path):
@@ -314,13 +332,15 @@ class World:
         # FULL: COMMIT returns only after the data is fsynced.
         self.db.execute("PRAGMA synchronous=FULL")
         self.db.executescript(SCHEMA)
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()
 
+    @locked
     def close(self):
         self.db.close()
 
     # -- reads ------------------------------------------------------------
 
+    @locked
     def api_version(self):
         row = self.db.execute("SELECT value FROM meta WHERE name='api_version'").fetchone()
         return row[0] if row else VERSIONS[0]
@@ -336,6 +356,7 @@ class World:
         ).fetchone()[0]
         return records, stocked, reserved
 
+    @locked
     def last_seq(self):
         return self.db.execute("SELECT COALESCE(MAX(seq), 0) FROM ledger").fetchone()[0]
 
@@ -369,15 +390,15 @@ class World:
         )
         return self.commit(changes + [entry])
 
+    @locked
     def apply(self, key, kind, args, now):
         """Applies one effect request: returns (seq, outcome), durable."""
-        with self.lock:
-            try:
-                outcome, resource, changes = self.work_out(key, kind, args, now)
-            except Refused as r:
-                outcome, resource, changes = r.outcome, "", []
-            seq = self.record(key, kind, args, outcome, now, resource, changes)
-            return seq, outcome
+        try:
+            outcome, resource, changes = self.work_out(key, kind, args, now)
+        except Refused as r:
+            outcome, resource, changes = r.outcome, "", []
+        seq = self.record(key, kind, args, outcome, now, resource, changes)
+        return seq, outcome
 
     def work_out(self, key, kind, args, now):
         """What a request does: (outcome, resource id, SQL changes).
@@ -439,6 +460,7 @@ class World:
                    % (json.dumps(kind), version, offered))
         )
 
+    @locked
     def set_version(self, version, now):
         """Switches the API version: a world event in the ledger, durable.
 
@@ -448,16 +470,16 @@ class World:
         if version not in VERSIONS:
             raise CallError(400, "unknown_version",
                             "API version %s: this world serves %s" % (json.dumps(version), ", ".join(VERSIONS)))
-        with self.lock:
-            previous = self.api_version()
-            if version != previous:
-                change = ("INSERT OR REPLACE INTO meta (name, value) VALUES ('api_version', ?)", (version,))
-                outcome = done({"previous": previous, "version": version})
-                self.record("", EVENT_API_VERSION, {"version": version}, outcome, now, "", [change])
-            return {"previous": previous, "version": version}
+        previous = self.api_version()
+        if version != previous:
+            change = ("INSERT OR REPLACE INTO meta (name, value) VALUES ('api_version', ?)", (version,))
+            outcome = done({"previous": previous, "version": version})
+            self.record("", EVENT_API_VERSION, {"version": version}, outcome, now, "", [change])
+        return {"previous": previous, "version": version}
 
     # -- what the harness reads -------------------------------------------
 
+    @locked
     def lookup(self, key):
         """The outcome of the last request received with key, or None."""
         row = self.db.execute(
@@ -465,6 +487,7 @@ class World:
         ).fetchone()
         return json.loads(row[0]) if row else None
 
+    @locked
     def ledger(self):
         entries = []
         for seq, key, kind, args, outcome, at, resource in self.db.execute(
@@ -477,6 +500,7 @@ class World:
             entries.append(entry)
         return entries
 
+    @locked
     def state(self):
         """The whole state, for a person, for fingerprinting, for a goal's probe."""
         items = [
@@ -500,6 +524,7 @@ class World:
         return {"api_version": self.api_version(), "items": items,
                 "reservations": reservations, "stock": stock}
 
+    @locked
     def duplicates(self):
         """Logical things created more than once: items per sku, reservations per order."""
         out = []
@@ -515,6 +540,7 @@ class World:
                                 "keys": [r[1] for r in rows], "count": len(rows)})
         return out
 
+    @locked
     def goal(self, task):
         """Judges a task from the state: (ok, detail).
 

@@ -2,9 +2,11 @@ package pyworld_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -187,6 +189,36 @@ var _ = Describe("inventory.py over the world protocol", func() {
 		Expect(result(get.Outcome)).To(Equal(map[string]any{
 			"sku": "A-1", "name": "widget", "quantity": 10.0, "reserved": 3.0, "available": 7.0, "ids": []any{"item-1"},
 		}))
+	})
+
+	It("serves concurrent requests one at a time: a gapless ledger, each request recorded once", func() {
+		const clients, each = 6, 5
+		var wg sync.WaitGroup
+		for c := range clients {
+			wg.Add(1)
+			go func() {
+				defer GinkgoRecover()
+				defer wg.Done()
+				for i := range each {
+					sku := fmt.Sprintf("S-%d-%d", c, i)
+					apply(w, "", "k/"+sku, "inventory.add_item", map[string]any{"sku": sku, "name": "thing", "quantity": 1})
+					var found remote.LookupResponse
+					w.must(remote.PathLookup, remote.LookupRequest{Key: "k/" + sku}, &found)
+					Expect(found.Found).To(BeTrue(), "lookup of a key already answered")
+				}
+			}()
+		}
+		wg.Wait()
+		entries := ledger(w, "")
+		Expect(entries).To(HaveLen(clients * each))
+		keys, resources := map[string]bool{}, map[string]bool{}
+		for i, e := range entries {
+			Expect(e.Seq).To(Equal(int64(i + 1)))
+			keys[e.Key], resources[e.Resource] = true, true
+		}
+		Expect(keys).To(HaveLen(clients * each))
+		Expect(resources).To(HaveLen(clients*each), "each add made its own item")
+		Expect(duplicates(w)).To(BeEmpty())
 	})
 
 	It("refuses bad effects as failed outcomes, recorded in the ledger, 4xx and permanent", func() {
