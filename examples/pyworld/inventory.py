@@ -747,7 +747,9 @@ def call_apply(worlds, body):
 
 def call_lookup(worlds, body):
     world = worlds.get(string_field(body, "instance"))
-    outcome = world.lookup(string_field(body, "key", required=True))
+    key = string_field(body, "key")
+    # The key "" is a world event's: nothing an agent sent, never found.
+    outcome = world.lookup(key) if key else None
     return {"found": True, "outcome": outcome} if outcome is not None else {"found": False}
 
 

@@ -171,6 +171,8 @@ var _ = Describe("inventory.py over the world protocol", func() {
 		var missing remote.LookupResponse
 		w.must(remote.PathLookup, remote.LookupRequest{Key: "k/never-sent"}, &missing)
 		Expect(missing).To(Equal(remote.LookupResponse{Found: false}))
+		w.must(remote.PathLookup, remote.LookupRequest{Key: ""}, &missing)
+		Expect(missing).To(Equal(remote.LookupResponse{Found: false}), "the key of world events finds nothing")
 
 		entries := ledger(w, "")
 		Expect(entries).To(HaveLen(3))
@@ -338,7 +340,7 @@ var _ = Describe("inventory.py over the world protocol", func() {
 		Expect(refusal(w, remote.PathApply, map[string]any{"kind": "inventory.get_item"}, 400, remote.CodeBadRequest)).To(HavePrefix("key:"))
 		Expect(refusal(w, remote.PathApply, map[string]any{"instance": 7, "key": "k", "kind": "inventory.get_item"}, 400, remote.CodeBadRequest)).To(HavePrefix("instance:"))
 		Expect(refusal(w, remote.PathApply, map[string]any{"key": "k", "kind": "inventory.get_item", "now": "yesterday"}, 400, remote.CodeBadRequest)).To(HavePrefix("now:"))
-		Expect(refusal(w, remote.PathLookup, map[string]any{}, 400, remote.CodeBadRequest)).To(HavePrefix("key:"))
+		Expect(refusal(w, remote.PathLookup, map[string]any{"key": 7}, 400, remote.CodeBadRequest)).To(HavePrefix("key:"))
 		Expect(refusal(w, remote.PathSetVersion, map[string]any{}, 400, remote.CodeBadRequest)).To(HavePrefix("version:"))
 		Expect(refusal(w, remote.PathCreateInstance, map[string]any{"instance": "x", "ledger": "all of it"}, 400, remote.CodeBadRequest)).To(HavePrefix("ledger:"))
 		Expect(ledger(w, "")).To(BeEmpty(), "a refused call records nothing")
