@@ -58,13 +58,14 @@ lint: ## go vet, staticcheck and gofmt
 	$(GO) run $(STATICCHECK) ./...
 	@out=$$(gofmt -l . | grep -v '^bin/'); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
-fuzz: ## fuzz the parsers, the scenario expressions and the gateway protocol, 30s each
+fuzz: ## fuzz the parsers, the scenario expressions, the gateway protocol and the world protocol, 30s each
 	$(GO) test -run '^$$' -fuzz '^FuzzParseSpec$$' -fuzztime 30s ./chaos
 	$(GO) test -run '^$$' -fuzz '^FuzzParseDuration$$' -fuzztime 30s ./chaos
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime 30s ./scenarios
 	$(GO) test -run '^$$' -fuzz '^FuzzCompile$$' -fuzztime 30s ./scenarios/expr
 	$(GO) test -run '^$$' -fuzz '^FuzzGateway$$' -fuzztime 30s ./harness/gateway
 	$(GO) test -run '^$$' -fuzz '^FuzzParseRequest$$' -fuzztime 30s ./harness/llm
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeRequest$$' -fuzztime 30s ./scenarios/world/remote
 
 demo: build ## deploy with the agent SIGKILLed after step 3, the naive agent caught, a week in seconds, then a failure reflected on and fixed
 	@echo "== 1. The well-behaved deployer, SIGKILLed once its step-3 checkpoint is durable:"

@@ -219,7 +219,7 @@ Exit codes: 0 pass, 1 fail, 2 unknown, 3 error.`,
 			fmt.Fprintln(stderr, "overnight: send the last spans:", err)
 		}
 	}()
-	root.AddCommand(runCmd(g), shrinkCmd(g), resumeCmd(g), runsCmd(g), logsCmd(g), gcCmd(g), faultsCmd(g), backendsCmd(g), scenariosCmd(g), worldsCmd(g),
+	root.AddCommand(runCmd(g), shrinkCmd(g), resumeCmd(g), runsCmd(g), logsCmd(g), gcCmd(g), faultsCmd(g), backendsCmd(g), scenariosCmd(g), worldsCmd(g), worldCmd(g),
 		reflectCmd(g), gateCmd(g), decideCmd(g, true), decideCmd(g, false), validateCmd(g), schemaCmd(g), suiteCmd(g), reportCmd(g), serveCmd(g))
 
 	cmd, err := root.ExecuteC()

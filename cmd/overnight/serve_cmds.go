@@ -44,7 +44,7 @@ It runs until interrupted (exit 0).`,
   overnight --state ci/.overnight serve --addr 127.0.0.1:8080`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := loopbackOnly(cmd.Context(), addr, allowRemote); err != nil {
+			if err := loopbackOnly(cmd.Context(), addr, allowRemote, "the viewer has no login and shows every prompt, answer and log line of the runs"); err != nil {
 				return usagef("%w", err)
 			}
 			view, err := harness.OpenView(harness.ViewOptions{StateDir: g.state, Logger: g.logger()})
@@ -89,8 +89,8 @@ It runs until interrupted (exit 0).`,
 
 // loopbackOnly refuses an address other machines could reach, unless
 // allowed: all interfaces (an empty host), an address not on loopback, a
-// name that resolves to one.
-func loopbackOnly(ctx context.Context, addr string, allowRemote bool) error {
+// name that resolves to one. risk says why, for the message.
+func loopbackOnly(ctx context.Context, addr string, allowRemote bool, risk string) error {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return fmt.Errorf("--addr %q: want HOST:PORT, e.g. 127.0.0.1:7777: %w", addr, err)
@@ -98,7 +98,7 @@ func loopbackOnly(ctx context.Context, addr string, allowRemote bool) error {
 	if allowRemote {
 		return nil
 	}
-	why := "--addr %s: %s; the viewer has no login and shows every prompt, answer and log line of the runs, so it listens on loopback only (127.0.0.1, ::1, localhost) unless --allow-remote"
+	why := "--addr %s: %s; " + risk + ", so it listens on loopback only (127.0.0.1, ::1, localhost) unless --allow-remote"
 	if host == "" {
 		return fmt.Errorf(why, addr, "no host listens on every interface")
 	}

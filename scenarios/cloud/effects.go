@@ -158,8 +158,8 @@ func (w *World) apply(req world.Request) (change, error) {
 }
 
 func (w *World) migrate(req world.Request, a migrationArgs) (change, error) {
-	if a.Version < 1 {
-		return fail(world.Failed(statusBadRequest, codeInvalid, "version %d: want >= 1", a.Version))
+	if a.Version < 1 || a.Version > schemaVersionMax {
+		return fail(world.Failed(statusBadRequest, codeInvalid, "version %d: want 1..%d", a.Version, schemaVersionMax))
 	}
 	db := w.resources[a.DatabaseID]
 	if db == nil || db.Kind != ResDatabase {

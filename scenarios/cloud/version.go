@@ -64,13 +64,16 @@ const (
 	statusGone         = 410
 
 	retentionDaysMax = 3650
+	// schemaVersionMax bounds run_migration's version: every version up
+	// to it is applied, and listed, one by one.
+	schemaVersionMax = 10000
 	retentionExample = 7
 )
 
 var kindsV1 = []world.KindInfo{
 	{Name: KindCreateNetwork, Identity: "args.name", Args: "{name}", Result: "{id, name}", Doc: "creates a network; not idempotent"},
 	{Name: KindCreateDatabase, Identity: "args.name", Args: "{name, network_id}", Result: "{id, name, network_id}", Doc: "creates a database on a network; not idempotent"},
-	{Name: KindRunMigration, Idempotent: true, Args: "{database_id, version}", Result: "{database_id, version, applied}", Doc: "brings the schema up to version"},
+	{Name: KindRunMigration, Idempotent: true, Args: "{database_id, version}", Result: "{database_id, version, applied}", Doc: fmt.Sprintf("brings the schema up to version (1..%d)", schemaVersionMax)},
 	{Name: KindDeployService, Identity: "args.name", Args: "{name, image, database_id}", Result: "{id, name, endpoint}", Doc: "deploys a service using a database; not idempotent"},
 	{Name: KindSetDNS, Idempotent: true, Args: "{host, target}", Result: "{host, target}", Doc: "points host at target (a service's endpoint); upsert"},
 	{Name: KindCreateSnapshot, Identity: "args.database_id + '/' + args.name", Args: "{database_id, name}", Result: "{id, name, database_id}", Doc: "snapshots a database; not idempotent"},
@@ -80,7 +83,7 @@ var kindsV1 = []world.KindInfo{
 var kindsV2 = []world.KindInfo{
 	{Name: KindCreateNetwork, Identity: "args.name", Args: "{name, api_key}", Result: "{id, name}", Doc: "creates a network; not idempotent"},
 	{Name: KindCreateDatabase, Identity: "args.name", Args: "{name, network_id, api_key}", Result: "{id, name, network_id}", Doc: "creates a database on a network; not idempotent"},
-	{Name: KindRunMigration, Idempotent: true, Args: "{db_id, version, api_key}", Result: "{db_id, version, applied}", Doc: "brings the schema up to version"},
+	{Name: KindRunMigration, Idempotent: true, Args: "{db_id, version, api_key}", Result: "{db_id, version, applied}", Doc: fmt.Sprintf("brings the schema up to version (1..%d)", schemaVersionMax)},
 	{Name: KindDeployService, Identity: "args.name", Args: "{name, image, db_id, api_key}", Result: "{id, name, endpoint}", Doc: "deploys a service using a database; not idempotent"},
 	{Name: KindSetDNS, Idempotent: true, Args: "{host, target, api_key}", Result: "{host, target}", Doc: "points host at target (a service's endpoint); upsert"},
 	{Name: KindCreateSnapshot, Identity: "args.db_id + '/' + args.name", Args: "{db_id, name, retention_days: 1..3650, api_key}", Result: "{id, name, db_id}", Doc: "snapshots a database; not idempotent"},

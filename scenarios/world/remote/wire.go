@@ -40,13 +40,15 @@ const (
 
 // Error codes of a refused call (ErrorBody.Error.Code).
 const (
-	CodeBadRequest      = "bad_request"      // 400: the body is not the call's shape
-	CodeUnknownInstance = "unknown_instance" // 404
-	CodeInstanceExists  = "instance_exists"  // 409: create_instance of a name in use
-	CodeUnsupported     = "unsupported"      // 501: a capability the world does not declare
-	CodeUnknownVersion  = "unknown_version"  // 400: set_version to a version not declared
-	CodeReplayDiffers   = "replay_differs"   // 409: a restored ledger answered otherwise than recorded
-	CodeInternal        = "internal"         // 500
+	CodeBadRequest       = "bad_request"        // 400: the body is not the call's shape
+	CodeUnknownInstance  = "unknown_instance"   // 404
+	CodeInstanceExists   = "instance_exists"    // 409: create_instance of a name in use
+	CodeUnsupported      = "unsupported"        // 501: a capability the world does not declare
+	CodeUnknownVersion   = "unknown_version"    // 400: set_version to a version not declared
+	CodeReplayDiffers    = "replay_differs"     // 409: a restored ledger answered otherwise than recorded
+	CodeInternal         = "internal"           // 500
+	CodeNotFound         = "not_found"          // 404: no such call (the message lists the calls)
+	CodeMethodNotAllowed = "method_not_allowed" // 405: a call is a POST (describe also a GET)
 )
 
 // ErrorBody is the body of a refused call.
@@ -74,6 +76,11 @@ type Description struct {
 	// Capabilities the world offers beyond apply, lookup, ledger and
 	// state (which every world answers).
 	Capabilities Capabilities `json:"capabilities"`
+	// APIVersion is the version the world itself (instance "") serves
+	// now; empty means the first of Versions. Added after the first
+	// draft: a client dialling a world that has moved to another version
+	// knows it without a state call.
+	APIVersion string `json:"api_version,omitempty"`
 	// Options are the world options this world was started with (the
 	// values, for a person and for the harness's checks: "goal" selects a
 	// goal on worlds with several).
@@ -180,4 +187,18 @@ type SetVersionResponse struct {
 type CreateInstanceRequest struct {
 	Instance string              `json:"instance"`
 	Ledger   []world.LedgerEntry `json:"ledger,omitempty"`
+}
+
+// CreateInstanceResponse is create_instance's answer: the instance made,
+// the version it serves after its ledger was restored, and the seq of its
+// last ledger entry (0: empty).
+type CreateInstanceResponse struct {
+	Instance   string `json:"instance"`
+	APIVersion string `json:"api_version"`
+	Seq        int64  `json:"seq"`
+}
+
+// DropInstanceResponse is drop_instance's answer.
+type DropInstanceResponse struct {
+	Instance string `json:"instance"`
 }
