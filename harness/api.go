@@ -113,7 +113,7 @@ func (h *Harness) start(ctx context.Context, req RunRequest) (*Result, error) {
 			return nil, err
 		}
 		s := *req.Scenario
-		s.World = scenarios.World{Name: s.World.Name, URL: req.World, Options: map[string]any{}}
+		s.World = scenarios.World{Name: s.World.Name, URL: req.World, Options: s.World.Options}
 		req.Scenario = &s
 	}
 	agentSpec, err := req.Scenario.SelectAgent(req.Agent)

@@ -114,7 +114,7 @@ func (h *Harness) Isolated(ctx context.Context, req IsolatedRequest) (*Result, e
 	seed := parent.Seed
 	rr := RunRequest{
 		Scenario: scen, Agent: parent.Agent, Seed: &seed, Faults: faults, LLM: llmSpec,
-		MaxAttempts: maxAttempts, Timeout: req.Timeout, Started: req.Started,
+		MaxAttempts: maxAttempts, Timeout: req.Timeout, Started: req.Started, World: parent.WorldURL,
 		isolation: &history.Isolation{Parent: parent.ID, FromCheckpoint: req.FromCheckpoint, WorldSeq: worldSeq,
 			Purpose: req.Purpose, Lessons: req.Lessons, ReplayAttempt: req.ReplayAttempt},
 	}

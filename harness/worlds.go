@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/url"
 	"slices"
 	"strings"
@@ -102,6 +103,15 @@ func (h *Harness) reachWorld(ctx context.Context, runID string, scen *scenarios.
 	if w.Name != "" && d.Name != w.Name {
 		return fmt.Errorf("%w: the scenario asks for world %q, and %s is world %q", ErrWorldMismatch, w.Name, w.Label(), d.Name)
 	}
+	for _, k := range slices.Sorted(maps.Keys(w.Options)) {
+		// The scenario's options for a built-in world it was pointed away
+		// from (--world): the world must have been started with the same.
+		want, got := fmt.Sprint(w.Options[k]), fmt.Sprint(d.Options[k])
+		if _, ok := d.Options[k]; !ok || want != got {
+			return fmt.Errorf("%w: the scenario runs world %q with option %s=%s, and %s was started with %s (start it with that option, e.g. overnight world serve %s --option %s=%s)",
+				ErrWorldMismatch, d.Name, k, want, w.Label(), optionText(d.Options, k), d.Name, k, want)
+		}
+	}
 	if slices.Contains(scen.Invariants, "goal-reached") && !d.Capabilities.Goal {
 		return fmt.Errorf("%w: the scenario checks goal-reached, and world %q at %s judges no goal (its describe declares no goal capability)", ErrWorldMismatch, d.Name, w.Label())
 	}
@@ -121,6 +131,14 @@ func (h *Harness) reachWorld(ctx context.Context, runID string, scen *scenarios.
 		}
 	}
 	return nil
+}
+
+// optionText is how a world's option k reads in an error.
+func optionText(opts map[string]any, k string) string {
+	if v, ok := opts[k]; ok {
+		return fmt.Sprintf("%s=%v", k, v)
+	}
+	return "no " + k + " option"
 }
 
 // checkWorldURL checks a --world base URL.

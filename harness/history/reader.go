@@ -263,7 +263,7 @@ func (r *Reader) Scenario(rec RunRecord) (*scenarios.Scenario, error) {
 		return nil, fmt.Errorf("scenario of run %s no longer parses: %w", rec.ID, err)
 	}
 	if rec.WorldURL != "" { // the run was pointed at another world (--world)
-		scen.World = scenarios.World{Name: scen.World.Name, URL: rec.WorldURL, Options: map[string]any{}}
+		scen.World = scenarios.World{Name: scen.World.Name, URL: rec.WorldURL, Options: scen.World.Options}
 	}
 	return scen, nil
 }
