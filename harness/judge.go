@@ -90,7 +90,7 @@ func (r *run) judge(ctx context.Context, end endState) (*Result, error) {
 		t := r.llm.totals
 		totals = &t
 	}
-	lessons := lessonIDs(r.sup.list)
+	lessons := lessonsHanded(r.sup.list)
 	r.unlock()
 	sort.Slice(effects, func(i, k int) bool { return effects[i].Order < effects[k].Order })
 
@@ -281,20 +281,22 @@ func contains(xs []string, x string) bool {
 	return false
 }
 
-// lessonIDs lists the lessons handed to the run's attempts, each once, in
-// the order they were first handed out.
-func lessonIDs(atts []history.AttemptRecord) []string {
-	var ids []string
+// lessonsHanded lists the lessons handed to the run's attempts, each once,
+// in the order they were first handed out, as "class: text" — what the
+// agent was told, not the lesson's id, which names the run that drew it
+// and so differs between two honest runs.
+func lessonsHanded(atts []history.AttemptRecord) []string {
+	var out []string
 	seen := map[string]bool{}
 	for _, a := range atts {
 		for _, l := range a.Lessons {
 			if !seen[l.ID] {
 				seen[l.ID] = true
-				ids = append(ids, l.ID)
+				out = append(out, l.Class+": "+l.Text)
 			}
 		}
 	}
-	return ids
+	return out
 }
 
 // digest is the run's history_digest: SHA-256 over the ordered effects
