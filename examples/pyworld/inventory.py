@@ -133,6 +133,16 @@ def kinds(version):
     ]
 
 
+# Requests that succeed, in this order, on a fresh world (in v1): what the
+# conformance kit (`overnight world check`) applies to check that this world
+# keeps the protocol's promises. One of each kind.
+EXAMPLES = [
+    {"kind": KIND_ADD_ITEM, "args": {"sku": "A-1", "name": "widget", "quantity": 10}},
+    {"kind": KIND_RESERVE, "args": {"sku": "A-1", "quantity": 3, "order": "order-7"}},
+    {"kind": KIND_GET_ITEM, "args": {"sku": "A-1"}},
+]
+
+
 def describe():
     """The answer to /v1/describe."""
     return {
@@ -147,6 +157,7 @@ def describe():
             "versions": True,
             "instances": True,
         },
+        "examples": EXAMPLES,
     }
 
 
