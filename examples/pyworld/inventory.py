@@ -818,6 +818,9 @@ CALLS = {
 
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive: the harness reuses its connections
+    # TCP_NODELAY: the headers and the body are two writes; with Nagle's
+    # algorithm the body waits for the client's delayed ACK (40 ms a call).
+    disable_nagle_algorithm = True
     server_version = "inventory-world"
     worlds = None  # set in main
     verbose = False

@@ -420,5 +420,5 @@ func (s *Server) dropInstance(_ context.Context, body []byte) (any, *httpError) 
 	s.mu.Lock()
 	delete(s.instances, req.Instance)
 	s.mu.Unlock()
-	return DropInstanceResponse{Instance: req.Instance}, nil
+	return DropInstanceResponse(req), nil
 }

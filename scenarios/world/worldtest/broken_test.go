@@ -188,7 +188,7 @@ var _ = Describe("the world conformance kit on broken worlds", func() {
 					relay(w, rec)
 				},
 			})
-		}, "lookup-unknown", "never applied, answered found=true"),
+		}, "lookup-unknown", "never applied, answered found=true with"),
 		Entry("a doctored ledger makes an instance all the same", func(inner http.Handler) http.Handler {
 			return tampered(inner, map[string]func(http.ResponseWriter, *http.Request, []byte){
 				remote.PathCreateInstance: func(w http.ResponseWriter, r *http.Request, body []byte) {

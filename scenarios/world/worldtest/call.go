@@ -161,6 +161,14 @@ func on(inst string) string {
 	return " on instance " + inst
 }
 
+// lookupText is a lookup's answer for a message.
+func lookupText(r remote.LookupResponse) string {
+	if !r.Found && r.Outcome == nil {
+		return "found=false"
+	}
+	return fmt.Sprintf("found=%v with %s", r.Found, jsonText(r.Outcome))
+}
+
 func (k *kit) lookup(ctx context.Context, inst, key string) (remote.LookupResponse, error) {
 	var resp remote.LookupResponse
 	err := k.call(ctx, remote.PathLookup, remote.LookupRequest{Instance: inst, Key: key}, &resp)

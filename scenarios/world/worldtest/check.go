@@ -117,32 +117,28 @@ func (k *kit) check(ctx context.Context) Report {
 		return report
 	}
 	for _, r := range rules {
-		res := k.run(ctx, r)
-		if res.Verdict == Skip && strings.HasPrefix(res.Evidence, writesRefused) {
-			report.Err = fmt.Errorf("%w: %s", ErrWritesRefused, k.writesRefusedWhy())
-			report.Error = report.Err.Error()
+		if why, refused := k.cannot(r); why != "" {
+			report.Results = append(report.Results, Result{Rule: r.name, Verdict: Skip, Evidence: why})
+			if refused {
+				report.Err = fmt.Errorf("%w, so the rules that apply requests would write to the world itself (keys under worldtest/%s/); give --allow-writes (Options.AllowWrites) to let them",
+					ErrWritesRefused, k.nonce)
+			}
+			continue
 		}
-		report.Results = append(report.Results, res)
+		report.Results = append(report.Results, k.run(ctx, r))
+	}
+	if ctx.Err() != nil && report.Err == nil {
+		report.Err = fmt.Errorf("the check was cut short: %w", context.Cause(ctx))
+	}
+	if report.Err != nil {
+		report.Error = report.Err.Error()
 	}
 	return report
 }
 
-// writesRefused begins the evidence of a rule not run for want of
-// AllowWrites.
-const writesRefused = "not run: the world has no instances"
-
-func (k *kit) writesRefusedWhy() string {
-	return fmt.Sprintf("the world has no instances, so the rules that apply requests would write to the world itself (keys under worldtest/%s/); give --allow-writes (Options.AllowWrites) to let them", k.nonce)
-}
-
-// run runs one rule, unless it cannot run, and drops the instances it
-// made.
+// run runs one rule and drops the instances it made.
 func (k *kit) run(ctx context.Context, r rule) Result {
 	res := Result{Rule: r.name}
-	if why := k.cannot(r); why != "" {
-		res.Verdict, res.Evidence = Skip, why
-		return res
-	}
 	k.made, k.names = r.name, 0
 	evidence, err := r.run(k, ctx)
 	dropErr := k.dropInstances(ctx)
@@ -166,27 +162,24 @@ func (k *kit) run(ctx context.Context, r rule) Result {
 	return res
 }
 
-// cannot says why rule r cannot run on this world ("": it can).
-func (k *kit) cannot(r rule) string {
-	if r.name != "describe" && k.descErr != nil {
-		return "not run: describe answered no description, so the kit knows nothing of the world (see describe)"
+// cannot says why rule r cannot run on this world ("": it can), and
+// whether that is for want of Options.AllowWrites.
+func (k *kit) cannot(r rule) (why string, writesRefused bool) {
+	switch {
+	case r.name != "describe" && k.descErr != nil:
+		return "not run: describe answered no description, so the kit knows nothing of the world (see describe)", false
+	case r.needs&needCommand != 0 && k.proc == nil:
+		return "not run: only when the kit starts the world itself (overnight world check -- COMMAND ARGS...) can it kill and restart it", false
+	case r.needs&needExamples != 0 && len(k.desc.Examples) == 0:
+		return "not run: describe gives no examples (requests that succeed in order on a fresh instance), so the kit has nothing to apply; add \"examples\" to describe (docs/world-protocol.md)", false
+	case r.needs&needInstances != 0 && !k.desc.Capabilities.Instances:
+		return "not run: the world does not declare the instances capability", false
+	case r.needs&needWrites != 0 && !k.desc.Capabilities.Instances && !k.own && !k.opts.AllowWrites:
+		return "not run: the world has no instances, so this rule would write to the world itself (keys under worldtest/" + k.nonce + "/): give --allow-writes (Options.AllowWrites) to let it", true
+	case r.needs&needExamples != 0 && r.name != "examples" && !k.examplesOK:
+		return "not run: the world's examples do not succeed in order on a fresh instance (see examples), so there is nothing to build on", false
 	}
-	if r.needs&needCommand != 0 && k.proc == nil {
-		return "not run: only when the kit starts the world itself (overnight world check -- COMMAND ARGS...) can it kill and restart it"
-	}
-	if r.needs&needExamples != 0 && len(k.desc.Examples) == 0 {
-		return "not run: describe gives no examples (requests that succeed in order on a fresh instance), so the kit has nothing to apply; add \"examples\" to describe (docs/world-protocol.md)"
-	}
-	if r.needs&needInstances != 0 && !k.desc.Capabilities.Instances {
-		return "not run: the world does not declare the instances capability"
-	}
-	if r.needs&needWrites != 0 && !k.desc.Capabilities.Instances && !k.own && !k.opts.AllowWrites {
-		return writesRefused + ", so this rule would write to the world itself (keys under worldtest/" + k.nonce + "/): give --allow-writes (Options.AllowWrites) to let it"
-	}
-	if r.needs&needExamples != 0 && r.name != "examples" && !k.examplesOK {
-		return "not run: the world's examples do not succeed in order on a fresh instance (see examples), so there is nothing to build on"
-	}
-	return ""
+	return "", false
 }
 
 // key is a key of the kit's own: worldtest/<nonce>/<rule>/<what>.

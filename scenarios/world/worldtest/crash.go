@@ -47,8 +47,8 @@ func (k *kit) crashRule(ctx context.Context) (string, error) {
 			return "", fmt.Errorf("after a SIGKILL and a restart on %s: %w", k.data, err)
 		}
 		if !got.Found || got.Outcome == nil || !sameJSON(*got.Outcome, outcomes[i]) {
-			return "", fmt.Errorf("SIGKILLed right after it answered example %d (%s key %s) with %s, and started again on %s: lookup answers found=%v %s; an apply is answered only once it is durable",
-				i+1, k.desc.Examples[i].Kind, key, outcomeText(outcomes[i]), k.data, got.Found, jsonText(got.Outcome))
+			return "", fmt.Errorf("SIGKILLed right after it answered example %d (%s key %s) with %s, and started again on %s: lookup answers %s; an apply is answered only once it is durable",
+				i+1, k.desc.Examples[i].Kind, key, outcomeText(outcomes[i]), k.data, lookupText(got))
 		}
 	}
 	ledger2, err := k.rawLedger(ctx, "")

@@ -116,6 +116,20 @@ var _ = Describe("a world that does not answer", func() {
 	})
 })
 
+var _ = Describe("a check that runs out of time", func() {
+	It("says it was cut short, and names the timeout in the evidence of the rule it stopped", func(ctx SpecContext) {
+		srv := cloudServer(ctx)
+		slow := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			time.Sleep(20 * time.Millisecond)
+			srv.ServeHTTP(w, r)
+		})
+		report := worldtest.Check(ctx, serve(slow), worldtest.Options{Timeout: 300 * time.Millisecond})
+		_, text := verdicts(report)
+		Expect(report.Err).To(MatchError(ContainSubstring("the check was cut short: context deadline exceeded")))
+		Expect(text).To(ContainSubstring("(the check ran out of time: Options.Timeout, --timeout, is 300ms)"))
+	})
+})
+
 var _ = Describe("a world the kit starts itself", func() {
 	self, err := os.Executable()
 	Expect(err).NotTo(HaveOccurred())
@@ -139,7 +153,7 @@ var _ = Describe("a world the kit starts itself", func() {
 		got, text := verdicts(report)
 		GinkgoWriter.Println(text)
 		Expect(got).To(Equal(want(map[string]worldtest.Verdict{"crash-reconciled": worldtest.Fail})), text)
-		Expect(report.Failed()[0].Evidence).To(MatchRegexp(`^SIGKILLed right after it answered example 1 \(cloud.create_network key worldtest/[0-9a-f]+/crash-reconciled/1\) with \{"status":"done","result":\{"id":"net-1","name":"prod-net"\}\}, and started again on .*: lookup answers found=false null; an apply is answered only once it is durable$`))
+		Expect(report.Failed()[0].Evidence).To(MatchRegexp(`^SIGKILLed right after it answered example 1 \(cloud.create_network key worldtest/[0-9a-f]+/crash-reconciled/1\) with \{"status":"done","result":\{"id":"net-1","name":"prod-net"\}\}, and started again on .*: lookup answers found=false; an apply is answered only once it is durable$`))
 	})
 
 	It("says nothing answers when the command exits, or never listens, quoting its output", func(ctx SpecContext) {

@@ -357,7 +357,7 @@ func (k *kit) lookupAfterApplyRule(ctx context.Context) (string, error) {
 			return "", fmt.Errorf("lookup of key %s%s answered found=false; the apply of example %d (%s) was answered %s, so it is recorded and lookup finds it",
 				key, on(inst), i+1, k.desc.Examples[i].Kind, outcomeText(outcomes[i]))
 		case got.Outcome == nil || !sameJSON(*got.Outcome, outcomes[i]):
-			return "", fmt.Errorf("lookup of key %s%s answered %s; want %s, %s", key, on(inst), jsonText(got.Outcome), want, outcomeText(outcomes[i]))
+			return "", fmt.Errorf("lookup of key %s%s answered %s; want %s, %s", key, on(inst), lookupText(got), want, outcomeText(outcomes[i]))
 		}
 	}
 	return fmt.Sprintf("lookup found each of %d applied keys with the outcome answered, and the last outcome of a key applied twice", len(keys)), nil
@@ -381,7 +381,7 @@ func (k *kit) lookupUnknownRule(ctx context.Context) (string, error) {
 			return "", err
 		}
 		if got.Found || got.Outcome != nil {
-			return "", fmt.Errorf("lookup of key %s%s, never applied, answered found=%v outcome %s; want found=false and no outcome", key, on(inst), got.Found, jsonText(got.Outcome))
+			return "", fmt.Errorf("lookup of key %s%s, never applied, answered %s; want found=false and no outcome", key, on(inst), lookupText(got))
 		}
 	}
 	where := "the world itself"

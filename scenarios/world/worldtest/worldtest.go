@@ -86,9 +86,11 @@ type Report struct {
 	// World is the name describe answered.
 	World   string   `json:"world,omitempty"`
 	Results []Result `json:"results"`
-	// Err says why the check is incomplete: it wraps ErrNoAnswer or
-	// ErrWritesRefused. Nil when every rule could run (or was skipped for
-	// a reason of the world's own, such as a capability it lacks).
+	// Err says why the check is incomplete: it wraps ErrNoAnswer,
+	// ErrWritesRefused, or the context's error when the check was cut
+	// short (Options.Timeout, a cancelled context). Nil when every rule
+	// could run (or was skipped for a reason of the world's own, such as
+	// a capability it lacks).
 	Err error `json:"-"`
 	// Error is Err's message, for JSON.
 	Error string `json:"error,omitempty"`
