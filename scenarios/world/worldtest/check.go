@@ -74,7 +74,7 @@ type kit struct {
 	data    string
 
 	examplesOK bool   // the examples rule passed
-	made       string // the rule under way, for names
+	current    string // the rule under way, for keys and names
 	instances  []string
 	names      int
 }
@@ -139,7 +139,7 @@ func (k *kit) check(ctx context.Context) Report {
 // run runs one rule and drops the instances it made.
 func (k *kit) run(ctx context.Context, r rule) Result {
 	res := Result{Rule: r.name}
-	k.made, k.names = r.name, 0
+	k.current, k.names = r.name, 0
 	evidence, err := r.run(k, ctx)
 	dropErr := k.dropInstances(ctx)
 	var skip *skipped
@@ -184,7 +184,7 @@ func (k *kit) cannot(r rule) (why string, writesRefused bool) {
 
 // key is a key of the kit's own: worldtest/<nonce>/<rule>/<what>.
 func (k *kit) key(what string) string {
-	return fmt.Sprintf("worldtest/%s/%s/%s", k.nonce, k.made, what)
+	return fmt.Sprintf("worldtest/%s/%s/%s", k.nonce, k.current, what)
 }
 
 // fresh returns a fresh place to apply requests to: a new empty instance
@@ -201,7 +201,7 @@ func (k *kit) fresh(ctx context.Context) (string, error) {
 // (none: empty), dropped when the rule ends.
 func (k *kit) newInstance(ctx context.Context, ledger json.RawMessage) (string, error) {
 	k.names++
-	name := fmt.Sprintf("worldtest-%s-%s-%d", k.nonce, k.made, k.names)
+	name := fmt.Sprintf("worldtest-%s-%s-%d", k.nonce, k.current, k.names)
 	req := map[string]any{"instance": name}
 	if ledger != nil {
 		req["ledger"] = ledger

@@ -88,7 +88,7 @@ func (k *kit) instanceRestoreRule(ctx context.Context) (string, error) {
 		return "", err
 	}
 	k.names++
-	name := fmt.Sprintf("worldtest-%s-%s-%d", k.nonce, k.made, k.names)
+	name := fmt.Sprintf("worldtest-%s-%s-%d", k.nonce, k.current, k.names)
 	body, err := json.Marshal(map[string]any{"instance": name, "ledger": doctored})
 	if err != nil {
 		return "", err
