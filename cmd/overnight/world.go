@@ -22,10 +22,10 @@ import (
 func worldCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "world",
-		Short: "Serve a world over the world protocol (docs/world-protocol.md)",
+		Short: "Serve a world over the world protocol (docs/world-protocol.md), or check one keeps it",
 		Args:  cobra.NoArgs,
 	}
-	cmd.AddCommand(worldServeCmd(g))
+	cmd.AddCommand(worldServeCmd(g), worldCheckCmd(g))
 	return cmd
 }
 

@@ -133,6 +133,16 @@ def kinds(version):
     ]
 
 
+# Requests that succeed, in this order, on a fresh world (in v1): what the
+# conformance kit (`overnight world check`) applies to check that this world
+# keeps the protocol's promises. One of each kind.
+EXAMPLES = [
+    {"kind": KIND_ADD_ITEM, "args": {"sku": "A-1", "name": "widget", "quantity": 10}},
+    {"kind": KIND_RESERVE, "args": {"sku": "A-1", "quantity": 3, "order": "order-7"}},
+    {"kind": KIND_GET_ITEM, "args": {"sku": "A-1"}},
+]
+
+
 def describe():
     """The answer to /v1/describe."""
     return {
@@ -147,6 +157,7 @@ def describe():
             "versions": True,
             "instances": True,
         },
+        "examples": EXAMPLES,
     }
 
 
@@ -807,6 +818,9 @@ CALLS = {
 
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive: the harness reuses its connections
+    # TCP_NODELAY: the headers and the body are two writes; with Nagle's
+    # algorithm the body waits for the client's delayed ACK (40 ms a call).
+    disable_nagle_algorithm = True
     server_version = "inventory-world"
     worlds = None  # set in main
     verbose = False

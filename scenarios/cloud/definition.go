@@ -47,8 +47,21 @@ func Definition() world.Definition {
 				Example: json.RawMessage(`{"network":"ops-net","database":"ops-db","days":7,"snapshot_prefix":"daily-"}`),
 			},
 		},
+		Examples:  examples,
 		CheckTask: checkTask,
 	}
+}
+
+// examples are requests that succeed in order on a fresh cloud (v1): one
+// of each kind v1 offers, each naming what the ones before it made.
+var examples = []world.Call{
+	{Kind: KindCreateNetwork, Args: args(`{"name":"prod-net"}`)},
+	{Kind: KindCreateDatabase, Args: args(`{"name":"prod-db","network_id":"net-1"}`)},
+	{Kind: KindRunMigration, Args: args(`{"database_id":"db-1","version":3}`)},
+	{Kind: KindDeployService, Args: args(`{"name":"api","image":"registry.local/api:1.4.2","database_id":"db-1"}`)},
+	{Kind: KindSetDNS, Args: args(`{"host":"api.example.com","target":"svc-1.cloud.internal"}`)},
+	{Kind: KindCreateSnapshot, Args: args(`{"database_id":"db-1","name":"daily-1"}`)},
+	{Kind: KindList, Args: args(`{"kind":"network"}`)},
 }
 
 // checkTask checks a task against the goal the options select: every

@@ -119,6 +119,27 @@ var _ = Describe("the cloud world's description of its errors", func() {
 		}
 	})
 
+	It("gives examples that succeed in order on a fresh world, one of each kind v1 offers, and refuses one that fails", func() {
+		d := cloud.Definition()
+		var kinds []string
+		for _, c := range d.Examples {
+			kinds = append(kinds, c.Kind)
+		}
+		var v1 []string
+		for _, k := range d.Versions[0].Kinds {
+			v1 = append(v1, k.Name)
+		}
+		Expect(kinds).To(ConsistOf(v1))
+		_, err := d.Describe(context.Background())
+		Expect(err).NotTo(HaveOccurred())
+
+		d.Examples = slices.Clone(d.Examples)
+		d.Examples[0], d.Examples[1] = d.Examples[1], d.Examples[0] // the database before its network
+		_, err = d.Describe(context.Background())
+		Expect(err).To(MatchError(world.ErrDescription))
+		Expect(err.Error()).To(ContainSubstring(`example 1, cloud.create_database {"name":"prod-db","network_id":"net-1"}, answered failed (not_found: network "net-1" does not exist)`))
+	})
+
 	DescribeTable("refuses a description that differs from what the world answers, naming what differs",
 		func(change func(e *world.ErrorInfo), want string) {
 			d := cloud.Definition()

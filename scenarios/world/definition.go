@@ -25,6 +25,14 @@ type Definition struct {
 	// Goals are the goals the world can judge (goal-reached), by the
 	// option that selects them, each with the task shape it needs.
 	Goals []Goal
+	// Examples are requests that succeed, in this order, on a fresh
+	// instance of the world (in its first version, opened with no
+	// options): what the world's conformance kit (scenarios/world/worldtest)
+	// applies to check that the world keeps the protocol's promises, and
+	// what describe answers as "examples" over the world protocol. Each
+	// kind the world offers should appear in one. Describe checks that
+	// they succeed.
+	Examples []Call
 	// CheckTask checks a scenario's task against the goal options select,
 	// before anything runs; each problem names a JSON pointer into the
 	// task. Nil: any task.

@@ -29,8 +29,13 @@ var exampleTime = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 // of a kind the error lists, whose details hold the described fields (the
 // required ones at least), each of its type, and nothing else. Any difference is an error wrapping
 // ErrDescription that names the world, version and code: the description
-// cannot drift from what the world answers. d itself is not changed.
+// cannot drift from what the world answers. The definition's Examples are
+// checked too: sent in order to a fresh instance in the first version,
+// each must succeed. d itself is not changed.
 func (d Definition) Describe(ctx context.Context) (Definition, error) {
+	if err := d.checkExamples(ctx); err != nil {
+		return Definition{}, err
+	}
 	out := d
 	out.Versions = slices.Clone(d.Versions)
 	for vi, v := range out.Versions {
@@ -49,6 +54,29 @@ func (d Definition) Describe(ctx context.Context) (Definition, error) {
 		out.Versions[vi] = v
 	}
 	return out, nil
+}
+
+// checkExamples sends d.Examples in order to a fresh instance of the
+// world and checks each succeeds.
+func (d Definition) checkExamples(ctx context.Context) error {
+	if len(d.Examples) == 0 {
+		return nil
+	}
+	w, err := d.Instance(ctx, NewMemStore(), []byte("examples/"), nil)
+	if err != nil {
+		return fmt.Errorf("world %s: examples: open the world: %w", d.Name, err)
+	}
+	for i, c := range d.Examples {
+		o, err := w.Execute(ctx, Request{Key: fmt.Sprintf("example-%d", i+1), Kind: c.Kind, Args: c.Args, Now: exampleTime})
+		if err != nil {
+			return fmt.Errorf("world %s: example %d (%s): %w", d.Name, i+1, c.Kind, err)
+		}
+		if o.Status != protocol.StatusDone {
+			return fmt.Errorf("world %s: %w: example %d, %s %s, answered %s (%s); the examples must succeed in order on a fresh instance",
+				d.Name, ErrDescription, i+1, c.Kind, c.Args, o.Status, errorText(o.Error))
+		}
+	}
+	return nil
 }
 
 // answer sends ex to a fresh instance of the world in version vi and

@@ -106,7 +106,7 @@ func NewServer(ctx context.Context, def world.Definition, store world.Store, opt
 
 // describe builds the description of def from a freshly opened model.
 func describe(def world.Definition, m world.Model, options map[string]any) Description {
-	d := Description{Protocol: Protocol, Name: def.Name, Summary: def.Summary, Options: options}
+	d := Description{Protocol: Protocol, Name: def.Name, Summary: def.Summary, Options: options, Examples: def.Examples}
 	for _, v := range def.Versions {
 		d.Versions = append(d.Versions, Version{Name: v.Name, Kinds: v.Kinds})
 	}
@@ -420,5 +420,5 @@ func (s *Server) dropInstance(_ context.Context, body []byte) (any, *httpError) 
 	s.mu.Lock()
 	delete(s.instances, req.Instance)
 	s.mu.Unlock()
-	return DropInstanceResponse{Instance: req.Instance}, nil
+	return DropInstanceResponse(req), nil
 }

@@ -55,6 +55,7 @@ var _ = Describe("the server", func() {
 			Expect(d.Name).To(Equal("cloud"))
 			Expect(d.APIVersion).To(Equal(cloud.V1))
 			Expect(d.Options).To(Equal(map[string]any{"goal": "maintenance"}))
+			Expect(d.Examples).To(Equal(cloud.Definition().Examples), "the definition's examples, for the conformance kit")
 		}
 	})
 

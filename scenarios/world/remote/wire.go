@@ -85,6 +85,15 @@ type Description struct {
 	// values, for a person and for the harness's checks: "goal" selects a
 	// goal on worlds with several).
 	Options map[string]any `json:"options,omitempty"`
+	// Examples are requests that succeed, in this order, on a fresh
+	// instance (in the first version): what the conformance kit
+	// (`overnight world check`, package scenarios/world/worldtest) applies
+	// to check the world's promises — repeated keys, lookup, restoring an
+	// instance, surviving a crash. Optional: without them the kit skips the
+	// rules that need a request to apply, saying so. One of each kind the
+	// world offers is best; an example may name what an earlier one made
+	// (e.g. the id "net-1" the first example's network gets).
+	Examples []world.Call `json:"examples,omitempty"`
 }
 
 // Version is one API version and the effect kinds it offers.
