@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/overnight-dev/overnight/harness/harnesstest"
+	"github.com/overnight-dev/overnight/harness/journal"
 	"github.com/overnight-dev/overnight/scenarios/cloud"
 	"github.com/overnight-dev/overnight/scenarios/world"
 	"github.com/overnight-dev/overnight/scenarios/world/remote"
@@ -35,8 +36,8 @@ import (
 // protocol's apply alone (a remote.Client straight to each served world,
 // no harness): HTTP and JSON on loopback, plus the world's fsync when
 // durable. It also reports the harness journal's syncs per effect of each
-// run, and checks after the loop that every world's ledger holds every
-// effect sent.
+// run and their mean time, and checks after the loop that every world's
+// ledger holds every effect sent.
 //
 //	go test -run '^$' -bench RemoteWorld -benchtime 2000x ./harness
 func BenchmarkEffectRoundTripRemoteWorld(b *testing.B) {
@@ -49,10 +50,11 @@ func BenchmarkEffectRoundTripRemoteWorld(b *testing.B) {
 	memoryURL := serveWorldProcess(b, bin)
 
 	type lane struct {
-		name  string
-		bs    benchServer
-		lat   []time.Duration
-		syncs uint64
+		name     string
+		bs       benchServer
+		lat      []time.Duration
+		syncs    uint64
+		syncTime time.Duration
 	}
 	lanes := []*lane{
 		{name: "in-process", bs: serveBenchRun(b, benchDir(b), backendScenario, nil, RunRequest{})},
@@ -109,9 +111,9 @@ func BenchmarkEffectRoundTripRemoteWorld(b *testing.B) {
 			apply(a, i)
 		}
 	}
-	before := make([]uint64, len(lanes))
+	before := make([]journal.Stats, len(lanes))
 	for k, l := range lanes {
-		before[k] = l.bs.run.h.j.Stats().Syncs
+		before[k] = l.bs.run.h.j.Stats()
 		l.lat = make([]time.Duration, 0, b.N)
 	}
 	b.ResetTimer()
@@ -125,7 +127,8 @@ func BenchmarkEffectRoundTripRemoteWorld(b *testing.B) {
 	}
 	b.StopTimer()
 	for k, l := range lanes {
-		l.syncs = l.bs.run.h.j.Stats().Syncs - before[k]
+		after := l.bs.run.h.j.Stats()
+		l.syncs, l.syncTime = after.Syncs-before[k].Syncs, after.SyncTime-before[k].SyncTime
 	}
 
 	// Every world really acted on every effect: its own ledger says so.
@@ -154,6 +157,9 @@ func BenchmarkEffectRoundTripRemoteWorld(b *testing.B) {
 		b.ReportMetric(ms(p50), l.name+"-p50-ms")
 		b.ReportMetric(ms(p99), l.name+"-p99-ms")
 		b.ReportMetric(float64(l.syncs)/float64(b.N), l.name+"-syncs/effect")
+		if l.syncs > 0 {
+			b.ReportMetric(ms(l.syncTime)/float64(l.syncs), l.name+"-sync-mean-ms")
+		}
 	}
 	for _, a := range applies {
 		p50, p99 := percentiles(a.lat)
