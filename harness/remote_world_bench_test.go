@@ -34,8 +34,9 @@ import (
 //
 // Beside them, to say where the served world's time goes, the world
 // protocol's apply alone (a remote.Client straight to each served world,
-// no harness): HTTP and JSON on loopback, plus the world's fsync when
-// durable. It also reports the harness journal's syncs per effect of each
+// no harness): HTTP and JSON on loopback, the world's work, plus its fsync
+// when durable; and the protocol's floor, a lookup of a key the memory
+// world never saw. It also reports the harness journal's syncs per effect of each
 // run and their mean time, and checks after the loop that every world's
 // ledger holds every effect sent.
 //
@@ -90,6 +91,19 @@ func BenchmarkEffectRoundTripRemoteWorld(b *testing.B) {
 		}
 		return took
 	}
+	// The protocol's floor: a lookup of a key the memory world never saw
+	// (HTTP and JSON both ways, a map read), on the same connection.
+	probe := applies[1].c
+	var lookups []time.Duration
+	lookup := func(i int) time.Duration {
+		start := time.Now()
+		_, found, err := probe.Lookup(ctx, fmt.Sprintf("never-%d", i))
+		took := time.Since(start)
+		if err != nil || found {
+			b.Fatalf("lookup %d of a key never sent: found %v, %v", i, found, err)
+		}
+		return took
+	}
 	apply := func(a *applyLane, i int) time.Duration {
 		raw := fmt.Appendf(nil, `{"host":"h%d.example.com","target":"svc-1.cloud.internal"}`, i%100)
 		start := time.Now()
@@ -110,6 +124,7 @@ func BenchmarkEffectRoundTripRemoteWorld(b *testing.B) {
 		for _, a := range applies {
 			apply(a, i)
 		}
+		lookup(i)
 	}
 	before := make([]journal.Stats, len(lanes))
 	for k, l := range lanes {
@@ -124,6 +139,7 @@ func BenchmarkEffectRoundTripRemoteWorld(b *testing.B) {
 		for _, a := range applies {
 			a.lat = append(a.lat, apply(a, i))
 		}
+		lookups = append(lookups, lookup(i))
 	}
 	b.StopTimer()
 	for k, l := range lanes {
@@ -166,6 +182,9 @@ func BenchmarkEffectRoundTripRemoteWorld(b *testing.B) {
 		b.ReportMetric(ms(p50), a.name+"-p50-ms")
 		b.ReportMetric(ms(p99), a.name+"-p99-ms")
 	}
+	p50, p99 := percentiles(lookups)
+	b.ReportMetric(ms(p50), "lookup-memory-p50-ms")
+	b.ReportMetric(ms(p99), "lookup-memory-p99-ms")
 	local, _ := percentiles(lanes[0].lat)
 	served, _ := percentiles(lanes[1].lat)
 	memory, _ := percentiles(lanes[2].lat)
