@@ -34,9 +34,12 @@ python-image: ## make the Debian+Python image the Python agent's tests use (once
 
 # The benchmarks run with the overnight binary's own GOMAXPROCS (1, see
 # cmd/overnight/main.go); the LLM overhead is measured with 2 as well.
+# -bench 'Effect|LLM' takes in EffectRoundTripRemoteWorld: the effect round
+# trip on `overnight world serve cloud` (built first), durable and in memory,
+# against the in-process world's.
 bench: export GOMAXPROCS := 1
 bench: python-image
-bench: ## measure the journal, the gateway (effects, LLM calls), the week, kill recovery, sandbox cold start, the gate, the reflection loop, the viewer's run list and a suite's throughput
+bench: ## measure the journal, the gateway (effects — on the in-process world and on a served one — and LLM calls), the week, kill recovery, sandbox cold start, the gate, the reflection loop, the viewer's run list and a suite's throughput
 	$(GO) test -run '^$$' -bench . -benchtime 20000x ./harness/journal
 	$(GO) test -run '^$$' -bench 'Effect|LLM' -benchtime 2000x ./harness
 	GOMAXPROCS=2 $(GO) test -run '^$$' -bench 'LLMOverhead' -benchtime 2000x ./harness

@@ -30,7 +30,8 @@ type benchServer struct {
 }
 
 // serveBenchRun creates a run of the scenario text in state and serves it
-// behind the real gateway on a unix socket.
+// behind the real gateway on a unix socket; with req.World set, the run acts
+// on the world served at that base URL.
 func serveBenchRun(b *testing.B, state, text string, env map[string]string, req RunRequest) benchServer {
 	b.Helper()
 	ctx := context.Background()
@@ -41,6 +42,10 @@ func serveBenchRun(b *testing.B, state, text string, env map[string]string, req 
 	scen, err := scenarios.Parse("bench.yaml", []byte(text))
 	if err != nil {
 		b.Fatal(err)
+	}
+	if req.World != "" {
+		// As Run does: the scenario's world, served at req.World.
+		scen.World = scenarios.World{Name: scen.World.Name, URL: req.World, Options: scen.World.Options}
 	}
 	req.Scenario = scen
 	id, err := h.create(ctx, req)

@@ -24,7 +24,24 @@ var (
 	_ world.Versioned = (*mirrored)(nil)
 )
 
+// unsyncable is a store that also offers its key space with commits that
+// wait for the next sync of its journal (history's world store).
+type unsyncable interface{ Unsynced() world.Store }
+
+// openMirrored journals the answers of the world c reaches in store, under
+// prefix. Where the store offers it, the answers are written without a
+// sync of their own: each is followed, before anyone is told, by a durable
+// write of the harness's own (the effect's result after Execute, the
+// reconciled effect after Lookup, the fault's record after SetAPIVersion),
+// whose sync covers what was written before it. A machine that dies in
+// between loses at most an answer the world's own ledger still holds, and
+// Lookup journals it again when the effect in doubt is reconciled. This
+// spares an effect on a served world one of the harness's three syncs
+// (BENCHMARKS.md, "A served world's effect round trip").
 func openMirrored(c *remote.Client, store world.Store, prefix []byte) (*mirrored, error) {
+	if u, ok := store.(unsyncable); ok {
+		store = u.Unsynced()
+	}
 	j, err := world.OpenJournal(c.Name(), store, prefix)
 	if err != nil {
 		return nil, err

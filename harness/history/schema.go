@@ -192,13 +192,14 @@ func (w *Writer) PutBlob(ctx context.Context, data []byte) (string, error) {
 // commit is one durable journal commit. An isolated run's world lives in
 // the isolated run's own key space, never its parent's.
 func (w *Writer) WorldStore(id string) (world.Store, []byte) {
-	return worldStore{w.j, w.scratch}, []byte(prefixWorld + id + "/")
+	return worldStore{j: w.j, scratch: w.scratch}, []byte(prefixWorld + id + "/")
 }
 
 // worldStore is the journal as a world's store.
 type worldStore struct {
-	j       *journal.Journal
-	scratch bool
+	j        *journal.Journal
+	scratch  bool
+	unsynced bool // commits wait for the next sync (see Unsynced)
 }
 
 func (s worldStore) Commit(ctx context.Context, entries ...world.Entry) error {
@@ -206,10 +207,25 @@ func (s worldStore) Commit(ctx context.Context, entries ...world.Entry) error {
 	for i, e := range entries {
 		es[i] = journal.Entry{Key: e.Key, Value: e.Value}
 	}
-	if s.scratch {
+	switch {
+	case s.scratch:
 		return s.j.CommitBuffered(ctx, es...) // a shadow world's commits come with its effects (see Scratch)
+	case s.unsynced:
+		return s.j.CommitUnsynced(ctx, es...)
 	}
 	return s.j.Commit(ctx, es...)
+}
+
+// Unsynced is the same key space with commits written in order with every
+// other commit of the journal but not synced: each becomes durable with
+// the next sync anyone makes (journal.Journal.CommitUnsynced), and only a
+// machine's crash before it can lose it. It is for the journal of a world
+// out of process's answers, whose every answer is followed by the
+// effect's durable result: the world's own ledger is authoritative, and an
+// answer lost is journaled again when the effect is reconciled.
+func (s worldStore) Unsynced() world.Store {
+	s.unsynced = !s.scratch
+	return s
 }
 
 func (s worldStore) Get(key []byte) ([]byte, error) {
