@@ -20,7 +20,7 @@ build: ## build the static overnight binary into bin/
 	$(GO) build -trimpath -o $(BIN) ./cmd/overnight
 
 test: python-image ## run every test (needs a running Docker engine; .ci/run starts one)
-	$(GO) test -count=1 -timeout 30m ./...
+	$(GO) test -count=1 -timeout 45m ./...
 
 # The Python example agent's tests and benchmark run in a Debian image made
 # without a registry (debootstrap + docker import), kept on the engine once made.
