@@ -93,8 +93,9 @@ var _ = Describe("service containers (a world or an MCP server beside a run)", f
 		}
 		info, err := cli.ContainerInspect(ctx, svc.ID())
 		Expect(err).NotTo(HaveOccurred())
-		ip := info.NetworkSettings.IPAddress
-		Expect(ip).NotTo(BeEmpty(), "the service is on the default bridge")
+		Expect(info.NetworkSettings.Networks).To(HaveKey("bridge"), "the service is on the default bridge")
+		ip := info.NetworkSettings.Networks["bridge"].IPAddress
+		Expect(ip).NotTo(BeEmpty())
 		Eventually(func() error { return dial(net.JoinHostPort(ip, "8080")) }).WithTimeout(30*time.Second).Should(Succeed(), "the host reaches its bridge address")
 		Expect(dial(svc.Addr())).To(Succeed(), "the host reaches its port published on loopback")
 
