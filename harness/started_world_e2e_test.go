@@ -98,8 +98,8 @@ var _ = Describe("Image worlds: a world the harness starts per run from an image
 		Expect(err).NotTo(HaveOccurred())
 		Expect(fi.Sys()).To(HaveField("Uid", BeEquivalentTo(os.Getuid())), "the world writes its data as the harness's user")
 
-		// Its history still reads (the world is started again on its data
-		// to answer, and stopped with the harness).
+		// Its history still reads, the ledger from the journal of the
+		// world's answers.
 		run, err := h.History().Load(ctx, res.RunID)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(run.Ledger).To(HaveLen(5))
@@ -121,6 +121,20 @@ var _ = Describe("Image worlds: a world the harness starts per run from an image
 		Expect(strings.Count(log, "--- overnight: starting image")).To(Equal(2), log)
 		Expect(log).To(ContainSubstring("its container exited (code 137)"))
 	}, SpecTimeout(3*time.Minute))
+
+	It("refuses a world whose container exits before it answers describe, with the end of its log, before any run is recorded", func(ctx SpecContext) {
+		broken := tag + "-broken"
+		DeferCleanup(func(ctx SpecContext) { Expect(harnesstest.RemoveImage(ctx, dockerCli, broken)).To(Succeed()) })
+		Expect(harnesstest.WorldImage(ctx, dockerCli, initBinary, broken, "nosuch", 8080)).To(Succeed())
+		h := newHarness(ctx, nil)
+		_, err := h.Run(ctx, harness.RunRequest{Scenario: deployOn("{name: cloud, image: " + broken + "}")})
+		Expect(err).To(MatchError(harness.ErrWorldUnreachable))
+		Expect(err.Error()).To(ContainSubstring("its container exited (code 3)"))
+		Expect(err.Error()).To(ContainSubstring(`no built-in world "nosuch"`))
+		runs, err := h.History().Runs()
+		Expect(err).NotTo(HaveOccurred())
+		Expect(runs).To(BeEmpty())
+	}, SpecTimeout(time.Minute))
 
 	It("refuses an image that is not on the engine before any run is recorded, naming it", func(ctx SpecContext) {
 		h := newHarness(ctx, nil)

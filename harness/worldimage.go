@@ -40,12 +40,22 @@ type imageWorlds struct {
 
 // imageWorld is one run's image world.
 type imageWorld struct {
-	mu   sync.Mutex // one start, stop or kill at a time
-	w    scenarios.World
-	svc  sandbox.Service // nil: not running
+	mu  sync.Mutex // one start, stop or kill at a time
+	w   scenarios.World
+	cur *worldContainer // nil: not running
+}
+
+// worldContainer is one container of an image world.
+type worldContainer struct {
+	svc  sandbox.Service
 	base string
-	done chan struct{} // closed once svc exited (or is gone)
-	code int           // svc's exit code, once done
+	done chan struct{} // closed once it exited (or is gone)
+	code int           // its exit code, once done
+}
+
+// exited says how it ended, once done.
+func (c *worldContainer) exited() string {
+	return fmt.Sprintf("its container exited (code %d)", c.code)
 }
 
 func (h *Harness) imageWorlds() *imageWorlds {
@@ -79,7 +89,7 @@ func (iw *imageWorlds) holds(runID string) bool {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.svc != nil
+	return e.cur != nil
 }
 
 // worldService is the service name of an image world.
@@ -98,13 +108,13 @@ func (iw *imageWorlds) ensure(ctx context.Context, runID string, w scenarios.Wor
 	e := iw.entry(runID, w)
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.svc != nil {
+	if c := e.cur; c != nil {
 		select {
-		case <-e.done:
-			iw.h.log.Warn("the run's image world died: starting it again on its data", "run", runID, "image", w.Image, "exit", e.code)
-			iw.retire(ctx, runID, e, fmt.Sprintf("its container exited (code %d)", e.code))
+		case <-c.done:
+			iw.h.log.Warn("the run's image world died: starting it again on its data", "run", runID, "image", w.Image, "exit", c.code)
+			iw.retire(ctx, runID, e, c.exited())
 		default:
-			return e.base, nil
+			return c.base, nil
 		}
 	}
 	return iw.start(ctx, runID, e)
@@ -153,36 +163,36 @@ func (iw *imageWorlds) start(ctx context.Context, runID string, e *imageWorld) (
 		}
 		return "", fmt.Errorf("%w: world %s: start its container: %w", ErrWorldUnreachable, w.Label(), err)
 	}
-	e.svc, e.base, e.done, e.code = svc, "http://"+svc.Addr(), make(chan struct{}), 0
-	go func(svc sandbox.Service, done chan struct{}) {
-		code, _ := svc.Wait(context.Background()) // until it exits, or is removed
-		e.code = code
-		close(done)
-	}(svc, e.done)
-	if err := waitDescribe(ctx, e.base, e.done, func() string { return fmt.Sprintf("its container exited (code %d)", e.code) }); err != nil {
+	c := &worldContainer{svc: svc, base: "http://" + svc.Addr(), done: make(chan struct{})}
+	e.cur = c
+	go func() {
+		c.code, _ = svc.Wait(context.Background()) // until it exits, or is removed
+		close(c.done)
+	}()
+	if err := waitDescribe(ctx, c.base, c.done, c.exited); err != nil {
 		iw.retire(ctx, runID, e, "it did not answer describe")
 		return "", fmt.Errorf("%w: world %s did not answer describe at %s within %s: %w (its log: %s%s)",
-			ErrWorldUnreachable, w.Label(), e.base, worldStartTimeout, err, logPath, tail(logPath))
+			ErrWorldUnreachable, w.Label(), c.base, worldStartTimeout, err, logPath, tail(logPath))
 	}
-	return e.base, nil
+	return c.base, nil
 }
 
 // retire removes e's container, its output appended to the world's log
 // first. e.mu is held.
 func (iw *imageWorlds) retire(ctx context.Context, runID string, e *imageWorld, why string) {
-	svc := e.svc
-	if svc == nil {
+	c := e.cur
+	if c == nil {
 		return
 	}
-	e.svc, e.base = nil, ""
+	e.cur = nil
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	keepWorldLog(ctx, iw.h.log, worldDir(iw.h.state, runID, e.w), svc, why)
-	if err := svc.Remove(ctx); err != nil {
-		iw.h.log.Warn("remove the run's image world", "run", runID, "container", svc.ID(), "err", err)
+	keepWorldLog(ctx, iw.h.log, worldDir(iw.h.state, runID, e.w), c.svc, why)
+	if err := c.svc.Remove(ctx); err != nil {
+		iw.h.log.Warn("remove the run's image world", "run", runID, "container", c.svc.ID(), "err", err)
 	}
 	select {
-	case <-e.done:
+	case <-c.done:
 	case <-time.After(10 * time.Second):
 	}
 }
@@ -231,17 +241,18 @@ func (iw *imageWorlds) stop(ctx context.Context, runID string) {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.svc == nil {
+	c := e.cur
+	if c == nil {
 		return
 	}
 	why := "stopped by the harness"
 	select {
-	case <-e.done:
-		why = fmt.Sprintf("its container had exited (code %d)", e.code)
+	case <-c.done:
+		why = c.exited()
 	default:
-		_ = e.svc.Signal(ctx, "SIGTERM")
+		_ = c.svc.Signal(ctx, "SIGTERM")
 		select {
-		case <-e.done:
+		case <-c.done:
 		case <-time.After(5 * time.Second):
 		case <-ctx.Done():
 		}
@@ -279,14 +290,15 @@ func (iw *imageWorlds) killWorld(ctx context.Context, runID string) error {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.svc == nil {
+	c := e.cur
+	if c == nil {
 		return errors.New("no image world is running for the run")
 	}
-	if err := e.svc.Signal(ctx, "SIGKILL"); err != nil {
+	if err := c.svc.Signal(ctx, "SIGKILL"); err != nil {
 		return fmt.Errorf("kill the run's image world: %w", err)
 	}
 	select {
-	case <-e.done:
+	case <-c.done:
 		return nil
 	case <-ctx.Done():
 		return fmt.Errorf("kill the run's image world: not seen dead: %w", ctx.Err())
