@@ -177,6 +177,15 @@ func builtinKinds() []Kind {
 			},
 		},
 		{
+			Name: "world-crash", Group: "world", StartedWorld: true, Triggers: onceTriggers, Example: "world-crash@effect:2",
+			Summary: "SIGKILL the run's command or image world; it is started again on its data when next reached. " +
+				"At effect:N (after the world acted) its answer is lost: the effect is in doubt and reconciled by lookup on the agent's retry; " +
+				"at effect:N:before the effect never reaches it: lookup finds nothing (not_executed) and the retry runs it",
+			New: func(Spec) (Fault, error) { return worldCrashFault{}, nil },
+			// Never drawn at random: only a scenario whose world the
+			// harness starts can take it.
+		},
+		{
 			Name: "clock-jump", Group: "time", Triggers: anyTrigger, Example: "clock-jump:6h@t:2d",
 			Arg: "how far virtual time leaps forward", ArgNeed: true,
 			Summary: "virtual time leaps forward; whatever was scheduled in between fires on the way",
@@ -298,6 +307,10 @@ func (f effectFault) Undo(ctx context.Context, t Target) error {
 	t.SetEffectToxic(EffectToxic{})
 	return nil
 }
+
+type worldCrashFault struct{}
+
+func (worldCrashFault) Inject(ctx context.Context, t Target) error { return t.CrashWorld(ctx) }
 
 type clockFault struct{ by time.Duration }
 

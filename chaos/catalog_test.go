@@ -40,6 +40,7 @@ var _ = Describe("the fault catalog", func() {
 		Entry(nil, "netdrop@t:36h/2h"), Entry(nil, "blackhole@step:2/1h"), Entry(nil, "latency:200ms+50ms@step:2/1h"),
 		Entry(nil, "api-version:v2@t:4d"), Entry(nil, "effect-5xx@effect:2"), Entry(nil, "effect-5xx@t:1d/1h"),
 		Entry(nil, "effect-slow:1s@effect:3"), Entry(nil, "clock-jump:6h@t:2d"),
+		Entry(nil, "world-crash@effect:2"), Entry(nil, "world-crash@effect:2:before"), Entry(nil, "world-crash@t:1d"),
 	)
 
 	DescribeTable("refuses what a kind cannot take, saying why",
@@ -58,12 +59,26 @@ var _ = Describe("the fault catalog", func() {
 		Entry(nil, "effect-slow:1m@effect:1", "(0, 5s]"),
 		Entry(nil, "stop:2m@t:1d", "grace"),
 		Entry(nil, "clock-jump:x@t:1d", "clock-jump"),
+		Entry(nil, "world-crash@every:1d", "does not support trigger every"),
+		Entry(nil, "world-crash@effect:2/1h", "instantaneous"),
+		Entry(nil, "world-crash:now@effect:2", "takes no argument"),
 	)
 
 	It("lands effect triggers where the kind says, unless the spec names a phase", func() {
 		Expect(reg.PhaseOf(mustSpec("harness-crash@effect:2"))).To(Equal(chaos.PhaseMid))
 		Expect(reg.PhaseOf(mustSpec("effect-5xx@effect:2"))).To(Equal(chaos.PhaseBefore))
 		Expect(reg.PhaseOf(mustSpec("kill@effect:2:after"))).To(Equal(chaos.PhaseAfter))
+		Expect(reg.PhaseOf(mustSpec("world-crash@effect:2"))).To(Equal(chaos.PhaseMid))
+		Expect(reg.PhaseOf(mustSpec("world-crash@effect:2:before"))).To(Equal(chaos.PhaseBefore))
+	})
+
+	It("never draws world-crash at random, saying it needs a world the harness starts", func() {
+		k, ok := reg.Lookup("world-crash")
+		Expect(ok).To(BeTrue())
+		Expect(k.StartedWorld).To(BeTrue())
+		err := reg.CheckDrawable("world-crash", chaos.Reach{Steps: 5, Effects: 5})
+		Expect(err).To(MatchError(chaos.ErrNotDrawable))
+		Expect(err.Error()).To(ContainSubstring("it acts only on a world the harness starts for the run (a command or image world)"))
 	})
 })
 

@@ -50,6 +50,12 @@ type World interface {
 	// reach the world, and/or delays them; once applies it to the next
 	// effect only. The zero EffectToxic removes it.
 	SetEffectToxic(t EffectToxic)
+	// CrashWorld SIGKILLs the process (or container) of a world the
+	// harness started for the run; it is started again on its data when
+	// next reached. Fired by effect:N, the effect's answer is lost (the
+	// effect is in doubt, reconciled by lookup); by effect:N:before, the
+	// effect never reaches the world.
+	CrashWorld(ctx context.Context) error
 }
 
 // EffectToxic is a toxic on the effect path.
@@ -185,6 +191,11 @@ type Kind struct {
 	// capability, and "link" also needs a sandbox network for the scenario
 	// to give its agent (sandbox: {network: internal}).
 	Needs []string `json:"needs,omitempty"`
+	// StartedWorld marks kinds that act on a world the harness starts for
+	// the run — a scenario's world: {command: ...} or {image: ...} — and
+	// on nothing else: a scenario whose world is built in or reached by
+	// URL is refused before it starts.
+	StartedWorld bool `json:"started_world,omitempty"`
 	// New builds one fault from a spec already checked against the fields
 	// above; it parses and checks ARG.
 	New func(Spec) (Fault, error) `json:"-"`

@@ -259,8 +259,11 @@ func (r *Registry) CheckDrawable(name string, reach Reach) error {
 	}
 	if k.Draw == nil {
 		why := ""
-		if k.EndsHarness {
+		switch {
+		case k.EndsHarness:
 			why = ": it ends the harness's own process"
+		case k.StartedWorld:
+			why = ": it acts only on a world the harness starts for the run (a command or image world)"
 		}
 		return fmt.Errorf("%s is %w%s; schedule it by hand instead, as in --fault %s", name, ErrNotDrawable, why, k.Example)
 	}

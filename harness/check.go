@@ -153,10 +153,18 @@ func checkFaults(scen *scenarios.Scenario, reg *chaos.Registry, backend sandbox.
 }
 
 // lacking says what a fault of kind k needs that the scenario on backend
-// does not offer: a capability of the backend's type, or the sandbox
-// network a link fault cuts. Empty: nothing.
+// does not offer: a capability of the backend's type, the sandbox network
+// a link fault cuts, or a world the harness starts (and can kill). Empty:
+// nothing.
 func lacking(scen *scenarios.Scenario, k chaos.Kind, backend sandbox.Type) []string {
 	var out []string
+	if w := scen.World; k.StartedWorld && len(w.Command) == 0 && w.Image == "" {
+		what := fmt.Sprintf("world %s is built into the harness", w.Name)
+		if w.URL != "" {
+			what = fmt.Sprintf("world at %s is reached by URL, and the harness cannot restart it", w.URL)
+		}
+		out = append(out, fmt.Sprintf("%s acts on a world the harness starts for the run, and this scenario's %s: give it world: {command: [...]} or {image: ..., port: N} (docs/worlds.md)", k.Name, what))
+	}
 	for _, need := range k.Needs {
 		c := sandbox.Capability(need)
 		if !backend.Has(c) {

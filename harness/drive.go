@@ -188,6 +188,9 @@ func (h *Harness) drive(ctx context.Context, runID string, plan sandboxPlan) (re
 	rmCtx, rmCancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer rmCancel()
 	r.removals.Wait() // what the run kept goes once no sandbox uses it
+	// The world the harness started for the run stops first, its output
+	// kept, before Release removes every container of the run.
+	h.releaseWorld(runID, r.scen.World, r.rec.Isolated != nil)
 	if err := b.Release(rmCtx, runID); err != nil {
 		h.log.Warn("release what the run kept (workspace, network)", "run", runID, "err", err)
 	}

@@ -45,7 +45,26 @@ type effectPath struct {
 	intents     int   // effect intents journaled so far (the effect:N trigger counts them)
 	toxic       chaos.EffectToxic
 	toxicFault  *faultState // the fault that set the toxic
+	lost        *lostAnswer // the effect under way meets a world-crash fault
 	dupReported bool        // no-duplicate-effects already reported violated live
+}
+
+// lostAnswer is what a world-crash fault fired at the effect under way
+// does to it: it never reaches the world (before), or the world's answer
+// to it is lost. Either way the effect is unknown, and reconciled by
+// lookup on the world started again when the agent retries its key.
+type lostAnswer struct {
+	by     string // the fault
+	before bool
+}
+
+// outcome is the effect's answer: in doubt.
+func (l *lostAnswer) outcome() *protocol.EffectError {
+	msg := fmt.Sprintf("the world crashed (fault %s) after it acted, and its answer was lost; retry with the same key: the harness asks the world, started again, what it did", l.by)
+	if l.before {
+		msg = fmt.Sprintf("the world crashed (fault %s) before the effect reached it; retry with the same key: the harness asks the world, started again, whether it has it", l.by)
+	}
+	return &protocol.EffectError{Code: "unknown", Message: msg, Status: http.StatusInternalServerError, Transient: true}
 }
 
 func newEffectPath(r *run, recs []history.EffectRecord) effectPath {
@@ -182,6 +201,7 @@ func (p *effectPath) intent(ctx context.Context, e *effect) error {
 	p.effects[rec.ID] = rec
 	p.intents++
 	e.n = p.intents
+	p.lost = nil
 	// Effect-triggered faults land at the same point every time: after the
 	// intent (before), after the world acted (mid), after the result
 	// (after) — always before the reply.
@@ -231,6 +251,9 @@ func (p *effectPath) execute(ctx context.Context, e *effect) (*world.Outcome, er
 	r := p.r
 	rec := e.rec
 	var out world.Outcome
+	if l := p.lost; l != nil && l.before {
+		return nil, p.inDoubt(ctx, e, l)
+	}
 	if failed := p.applyToxic(ctx); failed != nil {
 		out = *failed
 	} else {
@@ -246,7 +269,21 @@ func (p *effectPath) execute(ctx context.Context, e *effect) (*world.Outcome, er
 		}
 	}
 	r.faults.fireEffect(ctx, e.n, chaos.PhaseMid)
+	if l := p.lost; l != nil {
+		return nil, p.inDoubt(ctx, e, l)
+	}
 	return &out, nil
+}
+
+// inDoubt journals the effect as unknown: a world-crash fault l lost it.
+func (p *effectPath) inDoubt(ctx context.Context, e *effect, l *lostAnswer) error {
+	p.lost = nil
+	rec := e.rec
+	rec.Status, rec.Result, rec.Error = protocol.StatusUnknown, nil, l.outcome()
+	if err := p.r.put(ctx, history.EffectEntry(p.r.rec.ID, rec)); err != nil {
+		return fmt.Errorf("journal effect %s as in doubt: %w", history.EffectLabel(rec.ID), err)
+	}
+	return nil
 }
 
 // record journals the world's answer, fires effect:N:after faults, and

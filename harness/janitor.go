@@ -11,6 +11,7 @@ import (
 
 	"github.com/overnight-dev/overnight/harness/history"
 	"github.com/overnight-dev/overnight/sandbox"
+	"github.com/overnight-dev/overnight/scenarios"
 )
 
 // janitorEvery is how often the janitor sweeps in the background: one
@@ -75,13 +76,18 @@ func (j *janitor) sweep(ctx context.Context) ([]string, error) {
 		return nil, err
 	}
 	for _, l := range left {
-		if !j.h.isLive(l.RunID) {
+		if !j.h.holdsRun(l.RunID) {
 			j.keepOrphanLogs(ctx, l)
 		}
 	}
 	j.h.removeStaleSocketDirs()
-	return j.b.Reap(ctx, j.h.isLive)
+	return j.b.Reap(ctx, j.h.holdsRun)
 }
+
+// holdsRun reports whether this process has a use for what run runID
+// left: it drives the run, or runs its image world (started for the run
+// before its drive, or for a report or a reflection after it).
+func (h *Harness) holdsRun(runID string) bool { return h.isLive(runID) || h.holdsWorld(runID) }
 
 // reapRun removes what run runID left behind before it is driven again:
 // its orphan (of a harness that died), whose logs are kept first.
@@ -94,7 +100,7 @@ func (j *janitor) reapRun(ctx context.Context, runID string) error {
 	}
 	var errs []error
 	for _, l := range left {
-		if l.RunID != runID {
+		if l.RunID != runID || (l.Service != "" && j.h.holdsWorld(runID)) {
 			continue
 		}
 		sb := j.keepOrphanLogs(ctx, l)
@@ -114,6 +120,22 @@ func (j *janitor) reapRun(ctx context.Context, runID string) error {
 // handle it used (nil: none, nothing to keep).
 func (j *janitor) keepOrphanLogs(ctx context.Context, l sandbox.Leftover) sandbox.Sandbox {
 	h := j.h
+	if name, ok := strings.CutPrefix(l.Service, worldServicePrefix); ok {
+		// An image world a dead harness left running: its output goes to
+		// its log, as when the harness stops it.
+		sb, err := j.b.Attach(ctx, l.ID)
+		if err != nil {
+			h.log.Warn("attach to an orphaned image world", "container", l.ID, "err", err)
+			return nil
+		}
+		w := scenarios.World{Name: name}
+		if name == "world" {
+			w.Name = ""
+		}
+		_ = sb.Signal(ctx, "SIGKILL")
+		keepWorldLog(ctx, h.log, worldDir(h.state, l.RunID, w), sb, "orphaned: the harness died while it ran; reaped")
+		return sb
+	}
 	if l.Attempt < 1 {
 		return nil
 	}

@@ -332,6 +332,52 @@ func (t runTarget) SetEffectToxic(tx chaos.EffectToxic) {
 	t.r.fx.toxic, t.r.fx.toxicFault = tx, t.r.faults.firing
 }
 
+// CrashWorld implements chaos.World: the run's command or image world is
+// SIGKILLed once the run's lock is released (before the agent hears
+// anything), and started again on its data when next reached. Fired at
+// an effect, before the world saw it or after it acted, that effect's
+// answer is lost (see effectPath.execute). An isolated run's world is an
+// instance of its parent's, which the parent may be using: it is not
+// killed, and the answer is lost all the same.
+func (t runTarget) CrashWorld(ctx context.Context) error {
+	r := t.r
+	w := r.scen.World
+	if len(w.Command) == 0 && w.Image == "" {
+		return fmt.Errorf("world %s is not one the harness starts: there is nothing to kill", w.Label())
+	}
+	detail := "the run's world was killed"
+	if f := r.faults.firing; f != nil && f.spec.Trigger.Type == chaos.TriggerEffect {
+		n := r.fx.intents
+		switch f.phase {
+		case chaos.PhaseBefore:
+			r.fx.lost = &lostAnswer{by: f.rec.Spec, before: true}
+			detail = fmt.Sprintf("the run's world was killed before effect %d reached it", n)
+		case chaos.PhaseMid:
+			r.fx.lost = &lostAnswer{by: f.rec.Spec}
+			detail = fmt.Sprintf("the run's world was killed after it acted on effect %d, whose answer was lost", n)
+		}
+	}
+	if r.rec.Isolated != nil {
+		t.met(detail + " (an isolated run's: its answer only; the world is its parent's)")
+		return nil
+	}
+	t.met(detail)
+	f := r.faults.firing
+	ctx = context.WithoutCancel(ctx)
+	r.afterUnlock(func() {
+		kctx, cancel := context.WithTimeout(ctx, callTimeout)
+		err := r.h.killWorld(kctx, r.rec.ID, w)
+		cancel()
+		if err == nil || f == nil {
+			return
+		}
+		r.mu.Lock()
+		defer r.unlock()
+		r.faults.injectFailed(ctx, f, err)
+	})
+	return nil
+}
+
 // SetLLMToxic implements chaos.LLM.
 func (t runTarget) SetLLMToxic(tx chaos.LLMToxic) {
 	if t.r.llm != nil {

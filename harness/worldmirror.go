@@ -7,15 +7,15 @@ import (
 	"time"
 
 	"github.com/overnight-dev/overnight/scenarios/world"
-	"github.com/overnight-dev/overnight/scenarios/world/remote"
 )
 
 // mirrored is a world out of process as a run drives it: every call goes to
-// the world (whose own ledger and lookup by key are authoritative), and
-// every answer it gives is recorded in the run's journal (world.OpenJournal)
-// so that reports read the run's ledger when the world is gone.
+// the world (whose own ledger and lookup by key are authoritative) where
+// it answers now, and every answer it gives is recorded in the run's
+// journal (world.OpenJournal) so that reports read the run's ledger when
+// the world is gone.
 type mirrored struct {
-	remote  *remote.Client
+	link    *worldLink
 	journal *world.Ledgered
 }
 
@@ -38,31 +38,35 @@ type unsyncable interface{ Unsynced() world.Store }
 // Lookup journals it again when the effect in doubt is reconciled. This
 // spares an effect on a served world one of the harness's three syncs
 // (BENCHMARKS.md, "A served world's effect round trip").
-func openMirrored(c *remote.Client, store world.Store, prefix []byte) (*mirrored, error) {
+func openMirrored(l *worldLink, store world.Store, prefix []byte) (*mirrored, error) {
 	if u, ok := store.(unsyncable); ok {
 		store = u.Unsynced()
 	}
-	j, err := world.OpenJournal(c.Name(), store, prefix)
+	j, err := world.OpenJournal(l.current().Name(), store, prefix)
 	if err != nil {
 		return nil, err
 	}
-	return &mirrored{remote: c, journal: j}, nil
+	return &mirrored{link: l, journal: j}, nil
 }
 
-func (m *mirrored) Name() string            { return m.remote.Name() }
-func (m *mirrored) Kinds() []world.KindInfo { return m.remote.Kinds() }
+func (m *mirrored) Name() string            { return m.link.current().Name() }
+func (m *mirrored) Kinds() []world.KindInfo { return m.link.current().Kinds() }
 
 // Execute sends the request to the world and journals its answer. A
 // failure to journal it is the harness's (the effect is then unknown, and
 // reconciled by the world's lookup).
 func (m *mirrored) Execute(ctx context.Context, req world.Request) (world.Outcome, error) {
-	out, err := m.remote.Execute(ctx, req)
+	c, err := m.link.client(ctx)
+	if err != nil {
+		return world.Outcome{}, err
+	}
+	out, err := c.Execute(ctx, req)
 	if err != nil {
 		return out, err
 	}
 	e := world.LedgerEntry{Key: req.Key, Kind: req.Kind, Args: req.Args, Outcome: out, At: req.Now}
 	if err := m.journal.Record(ctx, e); err != nil {
-		return world.Outcome{}, fmt.Errorf("journal the answer of %s to %s (key %q): %w", m.remote.Name(), req.Kind, req.Key, err)
+		return world.Outcome{}, fmt.Errorf("journal the answer of %s to %s (key %q): %w", c.Name(), req.Kind, req.Key, err)
 	}
 	return out, nil
 }
@@ -70,13 +74,17 @@ func (m *mirrored) Execute(ctx context.Context, req world.Request) (world.Outcom
 // Lookup asks the world; what it found is journaled if the journal lacks
 // it (the harness died between the world's answer and the journal).
 func (m *mirrored) Lookup(ctx context.Context, key string) (world.Outcome, bool, error) {
-	out, found, err := m.remote.Lookup(ctx, key)
+	c, err := m.link.client(ctx)
+	if err != nil {
+		return world.Outcome{}, false, err
+	}
+	out, found, err := c.Lookup(ctx, key)
 	if err != nil || !found {
 		return out, found, err
 	}
 	if _, journaled, jerr := m.journal.Lookup(ctx, key); jerr == nil && !journaled {
 		e := world.LedgerEntry{Key: key, Kind: "(reconciled)", Outcome: out}
-		if l, lerr := m.remote.Ledger(ctx); lerr == nil {
+		if l, lerr := c.Ledger(ctx); lerr == nil {
 			for i := len(l) - 1; i >= 0; i-- {
 				if l[i].Key == key {
 					e = l[i]
@@ -85,34 +93,54 @@ func (m *mirrored) Lookup(ctx context.Context, key string) (world.Outcome, bool,
 			}
 		}
 		if err := m.journal.Record(ctx, e); err != nil {
-			return world.Outcome{}, false, fmt.Errorf("journal the reconciled answer of %s to key %q: %w", m.remote.Name(), key, err)
+			return world.Outcome{}, false, fmt.Errorf("journal the reconciled answer of %s to key %q: %w", c.Name(), key, err)
 		}
 	}
 	return out, found, nil
 }
 
 func (m *mirrored) Ledger(ctx context.Context) ([]world.LedgerEntry, error) {
-	return m.remote.Ledger(ctx)
+	c, err := m.link.client(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return c.Ledger(ctx)
 }
 
 func (m *mirrored) Duplicates(ctx context.Context) ([]world.Duplicate, error) {
-	return m.remote.Duplicates(ctx)
+	c, err := m.link.client(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return c.Duplicates(ctx)
 }
 
 func (m *mirrored) CheckGoal(ctx context.Context, task json.RawMessage) (world.Check, error) {
-	return m.remote.CheckGoal(ctx, task)
+	c, err := m.link.client(ctx)
+	if err != nil {
+		return world.Check{}, err
+	}
+	return c.CheckGoal(ctx, task)
 }
 
 func (m *mirrored) Snapshot(ctx context.Context) (json.RawMessage, error) {
-	return m.remote.Snapshot(ctx)
+	c, err := m.link.client(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return c.Snapshot(ctx)
 }
 
-func (m *mirrored) APIVersion() string { return m.remote.APIVersion() }
+func (m *mirrored) APIVersion() string { return m.link.current().APIVersion() }
 
 // SetAPIVersion switches the world's API and journals the switch as the
 // world event it records.
 func (m *mirrored) SetAPIVersion(ctx context.Context, version string, now time.Time) (string, error) {
-	prev, err := m.remote.SetAPIVersion(ctx, version, now)
+	c, err := m.link.client(ctx)
+	if err != nil {
+		return "", err
+	}
+	prev, err := c.SetAPIVersion(ctx, version, now)
 	if err != nil || prev == version {
 		return prev, err
 	}
@@ -122,7 +150,7 @@ func (m *mirrored) SetAPIVersion(ctx context.Context, version string, now time.T
 		return "", err
 	}
 	if err := m.journal.Record(ctx, world.LedgerEntry{Kind: world.EventAPIVersion, Args: args, Outcome: out, At: now}); err != nil {
-		return "", fmt.Errorf("journal the API version change of %s: %w", m.remote.Name(), err)
+		return "", fmt.Errorf("journal the API version change of %s: %w", c.Name(), err)
 	}
 	return prev, nil
 }

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/overnight-dev/overnight/chaos"
@@ -38,21 +39,24 @@ func (h *Harness) openRunWorld(ctx context.Context, rec history.RunRecord, scen 
 	if !scen.World.Remote() {
 		return h.opts.Worlds.Open(ctx, scen.World.Name, store, prefix, scen.World.Options)
 	}
-	c, err := h.remoteClient(ctx, rec, scen.World)
+	l, err := h.linkWorld(ctx, rec, scen.World)
 	if err != nil {
 		return nil, err
 	}
-	return openMirrored(c, store, prefix)
+	return openMirrored(l, store, prefix)
 }
 
-// remoteClient reaches run rec's world over the protocol: the world
-// itself, as the run's own view of it (keys scoped by the run id), or —
-// for an isolated run — the instance its shadow lives in, on its parent's
-// world.
-func (h *Harness) remoteClient(ctx context.Context, rec history.RunRecord, w scenarios.World) (*remote.Client, error) {
+// linkWorld reaches run rec's world over the protocol: the world itself,
+// as the run's own view of it (keys scoped by the run id), or — for an
+// isolated run — the instance its shadow lives in, on its parent's world.
+// A command or image world the harness starts is reached again wherever
+// it answers next (see worldLink).
+func (h *Harness) linkWorld(ctx context.Context, rec history.RunRecord, w scenarios.World) (*worldLink, error) {
 	owner := rec.ID
+	view := func(c *remote.Client) *remote.Client { return c.WithScope(owner) }
 	if rec.Isolated != nil {
 		owner = rec.Isolated.Parent
+		view = func(c *remote.Client) *remote.Client { return c.Instance(shadowInstance(rec.ID)) }
 	}
 	base, err := h.worldBase(ctx, owner, w)
 	if err != nil {
@@ -62,10 +66,57 @@ func (h *Harness) remoteClient(ctx context.Context, rec history.RunRecord, w sce
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", ErrWorldUnreachable, w.Label(), err)
 	}
-	if rec.Isolated != nil {
-		return c.Instance(shadowInstance(rec.ID)), nil
+	l := &worldLink{view: view, base: base, c: view(c)}
+	if w.URL == "" {
+		l.reach = func(ctx context.Context) (string, error) { return h.worldBase(ctx, owner, w) }
 	}
-	return c.WithScope(owner), nil
+	return l, nil
+}
+
+// worldLink is a run's client of its world over the protocol, dialled
+// again where the world answers now: a command or image world the harness
+// starts again on its data (found dead, or killed by a world-crash fault)
+// listens at a new address, and the next call finds it there.
+type worldLink struct {
+	// reach says where the world answers now, starting it again if it
+	// died; nil: it stays where it was dialled (a URL).
+	reach func(ctx context.Context) (string, error)
+	view  func(*remote.Client) *remote.Client // the run's view of a dialled world
+
+	mu   sync.Mutex
+	base string
+	c    *remote.Client
+}
+
+// client is the run's client of the world where it answers now. An error
+// is the world's (remote.ErrWorld): it cannot be started or dialled.
+func (l *worldLink) client(ctx context.Context) (*remote.Client, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.reach == nil {
+		return l.c, nil
+	}
+	base, err := l.reach(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", remote.ErrWorld, err)
+	}
+	if base == l.base {
+		return l.c, nil
+	}
+	c, err := remote.Dial(ctx, base, remote.Config{Timeout: worldDialTimeout})
+	if err != nil {
+		return nil, fmt.Errorf("%w: dial the world started again at %s: %w", remote.ErrWorld, base, err)
+	}
+	l.base, l.c = base, l.view(c)
+	return l.c, nil
+}
+
+// current is the client last dialled, for what needs no call (the
+// world's name, kinds, description and API version as last seen).
+func (l *worldLink) current() *remote.Client {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.c
 }
 
 // shadowInstance names the instance an isolated run's shadow lives in.
@@ -188,6 +239,27 @@ func (h *Harness) releaseWorld(runID string, w scenarios.World, isolated bool) {
 	}
 }
 
+// holdsWorld reports whether this harness runs a command or image world
+// of run runID now: the janitor reaps nothing of such a run.
+func (h *Harness) holdsWorld(runID string) bool {
+	h.mu.Lock()
+	images := h.images
+	h.mu.Unlock()
+	return images != nil && images.holds(runID)
+}
+
+// killWorld kills run runID's command or image world at once (the
+// world-crash fault); it is started again on its data when next reached.
+func (h *Harness) killWorld(ctx context.Context, runID string, w scenarios.World) error {
+	switch {
+	case len(w.Command) > 0:
+		return h.worldProcs().killWorld(runID)
+	case w.Image != "":
+		return h.imageWorlds().killWorld(ctx, runID)
+	}
+	return fmt.Errorf("world %s is not one the harness starts", w.Label())
+}
+
 // stopWorlds stops every world the harness started (at Close).
 func (h *Harness) stopWorlds() {
 	h.mu.Lock()
@@ -214,7 +286,11 @@ func (h *Harness) forkRemote(ctx context.Context, parent history.RunRecord, id s
 	if !ok {
 		return world.State{}, fmt.Errorf("run %s's world %s is not reachable to fork a shadow from", parent.ID, scen.World.Label())
 	}
-	if !m.remote.Description().Capabilities.Instances {
+	c, err := m.link.client(ctx)
+	if err != nil {
+		return world.State{}, fmt.Errorf("run %s's world %s: %w", parent.ID, scen.World.Label(), err)
+	}
+	if !c.Description().Capabilities.Instances {
 		return world.State{}, fmt.Errorf("%w: world %q (%s) offers no instances (its describe declares no instances capability), and nothing ever resets the real one",
 			ErrNoShadow, m.Name(), scen.World.Label())
 	}
@@ -229,7 +305,7 @@ func (h *Harness) forkRemote(ctx context.Context, parent history.RunRecord, id s
 			st.Seq = e.Seq
 		}
 	}
-	if err := m.remote.CreateInstance(ctx, shadowInstance(id), st.Ledger); err != nil {
+	if err := c.CreateInstance(ctx, shadowInstance(id), st.Ledger); err != nil {
 		return world.State{}, fmt.Errorf("restore the shadow of run %s's world for run %s: %w", parent.ID, id, err)
 	}
 	return st, nil

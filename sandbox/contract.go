@@ -133,7 +133,8 @@ type ExecResult struct {
 
 // Services starts service containers: a world or an MCP server that runs
 // as an image beside the run's sandboxes, reachable by the harness and
-// never by an agent's sandbox.
+// never by an agent's sandbox. A service of the same run and name still
+// there (a dead harness's, or one that exited) is removed and replaced.
 type Services interface {
 	StartService(ctx context.Context, spec ServiceSpec) (Service, error)
 }
@@ -155,6 +156,14 @@ type ServiceSpec struct {
 	Env map[string]string
 	// Port is the TCP port the service listens on inside its container.
 	Port int
+	// User, when set, runs the service as this user ("uid:gid", or a
+	// name the image knows) instead of the image's: say, the harness's
+	// own, so that what it writes to Binds stays the harness's.
+	User string
+	// Binds are host directories mounted read-write into the service:
+	// the path inside it -> the host directory (both absolute; the host
+	// directory must exist). What the service writes there outlives it.
+	Binds map[string]string
 }
 
 // Service is a started service container.

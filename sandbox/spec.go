@@ -218,6 +218,9 @@ type Leftover struct {
 	Attempt int
 	// State is the backend's word for it ("created", "running", "exited", ...).
 	State string
+	// Service is the name of a service container (ServiceSpec.Name); ""
+	// for an attempt's sandbox.
+	Service string
 }
 
 // ImageConfig is what an agent's own image says it runs.

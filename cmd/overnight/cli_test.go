@@ -372,7 +372,7 @@ var _ = Describe("chaos from the command line", func() {
 			names[k["name"].(string)] = k
 		}
 		for _, want := range []string{"kill", "stop", "restart", "pause", "harness-crash", "netdrop", "blackhole", "latency", "disconnect",
-			"llm-429", "llm-5xx", "llm-timeout", "llm-truncated", "llm-malformed-tool-call", "api-version", "effect-5xx", "effect-slow", "clock-jump"} {
+			"llm-429", "llm-5xx", "llm-timeout", "llm-truncated", "llm-malformed-tool-call", "api-version", "effect-5xx", "effect-slow", "world-crash", "clock-jump"} {
 			Expect(names).To(HaveKey(want))
 		}
 		Expect(names["netdrop"]["duration"]).To(Equal("required"))

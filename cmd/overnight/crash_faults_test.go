@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -78,8 +79,11 @@ var _ = Describe("a harness SIGKILLed at the firing of each fault kind", func() 
 	}
 	DescribeTable("resumes to the verdict and fault records of the uninterrupted run",
 		func(ctx SpecContext, scenario, fault string) {
-			if scenario == "deploy-net" {
+			switch scenario {
+			case "deploy-net":
 				scenario = netScenario()
+			case "deploy-cmdworld": // a command world, for world-crash
+				scenario = deployWorldFile(fmt.Sprintf("{name: cloud, command: [%s, world, serve, cloud, --data, $OVERNIGHT_WORLD_DATA]}", bin))
 			}
 			ref := overnight(ctx, stateDir(), nil, "run", scenario, "--seed", "3", "--fault", fault, "-o", "json", "-q")
 			Expect(ref.code).To(BeNumerically("<", 3), ref.stderr)
@@ -135,6 +139,8 @@ var _ = Describe("a harness SIGKILLed at the firing of each fault kind", func() 
 		at("deploy", "effect-5xx@effect:2"),
 		at("deploy", "effect-slow:300ms@effect:2"),
 		at("deploy", "clock-jump:6h@step:2"),
+		at("deploy-cmdworld", "world-crash@effect:2"),
+		at("deploy-cmdworld", "world-crash@effect:2:before"),
 	)
 })
 

@@ -242,7 +242,7 @@ func (b *Backend) List(ctx context.Context) ([]sandbox.Leftover, error) {
 	}
 	out := make([]sandbox.Leftover, 0, len(cs))
 	for _, c := range cs {
-		out = append(out, sandbox.Leftover{ID: c.ID, RunID: c.RunID, Attempt: c.Attempt, State: c.State})
+		out = append(out, sandbox.Leftover{ID: c.ID, RunID: c.RunID, Attempt: c.Attempt, State: c.State, Service: c.Service})
 	}
 	return out, nil
 }

@@ -82,6 +82,8 @@ type Container struct {
 	// State is the engine's word for it when listed ("created", "running", "exited", ...);
 	// empty from Create.
 	State string
+	// Service is a service container's name (LabelService); "" for a sandbox.
+	Service string
 }
 
 // Create creates (but does not start) the sandbox for spec, with the hardening defaults: no

@@ -40,7 +40,7 @@ func (e *Engine) list(ctx context.Context, f filters.Args) ([]Container, error) 
 	}
 	out := make([]Container, 0, len(cs))
 	for _, c := range cs {
-		sb := Container{ID: c.ID, RunID: c.Labels[sandbox.LabelRun], State: string(c.State)}
+		sb := Container{ID: c.ID, RunID: c.Labels[sandbox.LabelRun], State: string(c.State), Service: c.Labels[LabelService]}
 		if len(c.Names) > 0 {
 			sb.Name = strings.TrimPrefix(c.Names[0], "/")
 		}

@@ -4,11 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
+	"path"
+	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/go-connections/nat"
 
 	"github.com/overnight-dev/overnight/sandbox"
@@ -32,10 +38,12 @@ type service struct {
 func (s *service) Addr() string { return s.addr }
 
 // StartService implements sandbox.Services: the image runs as it is (its
-// user, its command unless spec.Cmd), on the engine's default bridge — not
-// on a run's internal network, so no sandbox can reach it — with its port
-// published on the host's loopback only, where the harness reaches it.
-// It carries the run's labels: Release and Reap remove it with the run.
+// user unless spec.User, its command unless spec.Cmd), on the engine's
+// default bridge — not on a run's internal network, so no sandbox can
+// reach it — with its port published on the host's loopback only, where
+// the harness reaches it. It carries the run's labels: Release and Reap
+// remove it with the run. A container of the same run and name still
+// there is removed first.
 func (b *Backend) StartService(ctx context.Context, spec sandbox.ServiceSpec) (sandbox.Service, error) {
 	switch {
 	case spec.RunID == "":
@@ -47,8 +55,19 @@ func (b *Backend) StartService(ctx context.Context, spec sandbox.ServiceSpec) (s
 	case spec.Port <= 0 || spec.Port > 65535:
 		return nil, fmt.Errorf("start service %s: %w: Port %d is not a TCP port", spec.Name, sandbox.ErrInvalidSpec, spec.Port)
 	}
+	var mounts []mount.Mount
+	for _, target := range slices.Sorted(maps.Keys(spec.Binds)) {
+		source := spec.Binds[target]
+		if !path.IsAbs(target) || !filepath.IsAbs(source) {
+			return nil, fmt.Errorf("start service %s: %w: bind %s -> %s: both paths must be absolute", spec.Name, sandbox.ErrInvalidSpec, source, target)
+		}
+		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: source, Target: target})
+	}
 	if _, err := b.eng.api.ImageInspect(ctx, spec.Image); err != nil {
-		return nil, wrap("start service "+spec.Name+": image", spec.Image+" (nothing is pulled: build, load or import it first)", err)
+		if cerrdefs.IsNotFound(err) {
+			return nil, &imageMissing{fmt.Sprintf("start service %s: image %s is not on the engine, which pulls nothing: build, load or import it first (%v)", spec.Name, spec.Image, err)}
+		}
+		return nil, wrap("start service "+spec.Name+": image", spec.Image, err)
 	}
 	name := "overnight-svc-" + nameUnsafe.ReplaceAllString(spec.RunID, "-") + "-" + spec.Name
 	labels := b.eng.labels(spec.RunID, map[string]string{LabelRole: RoleService, LabelService: spec.Name})
@@ -62,9 +81,18 @@ func (b *Backend) StartService(ctx context.Context, spec sandbox.ServiceSpec) (s
 		PortBindings:  nat.PortMap{port: {{HostIP: "127.0.0.1", HostPort: ""}}},
 		LogConfig:     container.LogConfig{Type: "json-file", Config: map[string]string{"max-size": "8m", "max-file": "2"}},
 		Resources:     container.Resources{PidsLimit: &pids},
+		Mounts:        mounts,
 	}
-	cfg := &container.Config{Image: spec.Image, Cmd: spec.Cmd, Env: envList(spec.Env), Labels: labels, ExposedPorts: nat.PortSet{port: {}}}
+	cfg := &container.Config{Image: spec.Image, Cmd: spec.Cmd, Env: envList(spec.Env), Labels: labels, ExposedPorts: nat.PortSet{port: {}}, User: spec.User}
 	resp, err := b.eng.api.ContainerCreate(ctx, cfg, host, nil, nil, name)
+	if cerrdefs.IsConflict(err) {
+		// A service of this run and name left behind (a dead harness's, or
+		// one that exited): it goes, and this one takes its name.
+		if rerr := b.eng.Remove(ctx, name); rerr != nil {
+			return nil, errors.Join(wrap("create service", name+" from image "+spec.Image, err), rerr)
+		}
+		resp, err = b.eng.api.ContainerCreate(ctx, cfg, host, nil, nil, name)
+	}
 	if err != nil {
 		return nil, wrap("create service", name+" from image "+spec.Image, err)
 	}
@@ -89,3 +117,10 @@ func (b *Backend) StartService(ctx context.Context, spec sandbox.ServiceSpec) (s
 	}
 	return s, nil
 }
+
+// imageMissing is a service's image that is not on the engine: it is
+// sandbox.ErrImageNotFound, with a message about the service.
+type imageMissing struct{ msg string }
+
+func (e *imageMissing) Error() string { return e.msg }
+func (e *imageMissing) Unwrap() error { return sandbox.ErrImageNotFound }

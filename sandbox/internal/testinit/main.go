@@ -78,6 +78,10 @@ func main() {
 		_, _ = os.Stdout.Write(data)
 	case "write":
 		write()
+	case "put": // put PATH TEXT: write TEXT to PATH
+		if err := os.WriteFile(args[0], []byte(args[1]), 0o644); err != nil {
+			fail(err)
+		}
 	case "whoami":
 		whoami()
 	case "pause": // what overnight's pause runs: PID 1 of a network-namespace holder
@@ -96,16 +100,29 @@ func main() {
 			names = append(names, i.Name)
 		}
 		fmt.Println(ns, strings.Join(names, ","))
-	case "listen": // listen on 127.0.0.1:PORT, say so, and stay
-		ln, err := net.Listen("tcp", "127.0.0.1:"+args[0])
+	case "listen": // listen on 127.0.0.1:PORT (or HOST:PORT), say so, and stay
+		ln, err := net.Listen("tcp", hostPort(args[0]))
 		if err != nil {
 			fail(err)
 		}
 		fmt.Println("listening")
 		_ = ln
 		select {}
-	case "dial": // dial 127.0.0.1:PORT: "open" or "closed"
-		c, err := net.DialTimeout("tcp", "127.0.0.1:"+args[0], time.Second)
+	case "accept": // accept on HOST:PORT, closing each connection, for ever
+		ln, err := net.Listen("tcp", hostPort(args[0]))
+		if err != nil {
+			fail(err)
+		}
+		fmt.Println("accepting")
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				fail(err)
+			}
+			c.Close()
+		}
+	case "dial": // dial 127.0.0.1:PORT (or HOST:PORT): "open" or "closed"
+		c, err := net.DialTimeout("tcp", hostPort(args[0]), time.Second)
 		if err != nil {
 			fmt.Println("closed")
 			return
@@ -385,4 +402,12 @@ func childrenOfPID1() (alive, zombies int) {
 		}
 	}
 	return alive, zombies
+}
+
+// hostPort is arg as HOST:PORT: a bare port is on loopback.
+func hostPort(arg string) string {
+	if strings.Contains(arg, ":") {
+		return arg
+	}
+	return "127.0.0.1:" + arg
 }
