@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/overnight-dev/overnight/scenarios/expr"
 )
@@ -24,6 +25,10 @@ const (
 	// refused (the first divergence).
 	HTTPReplay = "replay"
 )
+
+// DefaultHTTPTimeout is how long a request upstream may take when the
+// scenario says nothing (http[].timeout).
+const DefaultHTTPTimeout = 30 * time.Second
 
 // HTTPKindPrefix starts the effect kind of every request to an HTTP API:
 // http.<api>.<kind>.
@@ -45,6 +50,7 @@ type HTTPAPI struct {
 	Routes      []HTTPRoute
 	Lookup      *HTTPLookup      // nil: an in-doubt request stays unknown
 	Credentials *HTTPCredentials // nil: none added
+	Timeout     time.Duration    // a request upstream in doubt after it; DefaultHTTPTimeout
 	Mode        string           // HTTPLive, HTTPRecord or HTTPReplay
 	Recording   string           // the run a replay answers from ("" : given on the command line)
 	Shadow      *HTTPShadow      // nil: reflection can build no shadow of this API
@@ -204,7 +210,7 @@ func (b *builder) httpAPIs(list []any) []HTTPAPI {
 			continue
 		}
 		ptr, path := "/http/"+strconv.Itoa(i), fmt.Sprintf("http[%d]", i)
-		a := HTTPAPI{Mode: HTTPLive}
+		a := HTTPAPI{Mode: HTTPLive, Timeout: DefaultHTTPTimeout}
 		a.Name, _ = m["name"].(string)
 		if j, dup := names[a.Name]; dup && a.Name != "" {
 			first := b.node("/http/" + strconv.Itoa(j) + "/name")
@@ -232,6 +238,9 @@ func (b *builder) httpAPIs(list []any) []HTTPAPI {
 			if strings.HasPrefix(a.Credentials.Env, "OVERNIGHT_") {
 				b.errAt(ptr+"/credentials/env", "%s.credentials.env: %q uses the reserved prefix OVERNIGHT_", path, a.Credentials.Env)
 			}
+		}
+		if d, ok := b.duration(m, ptr+"/timeout", path+".timeout"); ok {
+			a.Timeout = d
 		}
 		if mode, ok := m["mode"].(string); ok {
 			a.Mode = mode

@@ -104,6 +104,8 @@ type HTTPFile struct {
 	Lookup *HTTPLookupFile `json:"lookup,omitempty" yaml:"lookup,omitempty" jsonschema:"nullable"`
 	// A header the gateway adds to every request upstream, its value read from the harness's environment (never the sandbox's); the agent's own value of that header is dropped.
 	Credentials *HTTPCredentialsFile `json:"credentials,omitempty" yaml:"credentials,omitempty" jsonschema:"nullable"`
+	// How long a request upstream may take before it is in doubt (a timeout: reconciled through lookup), such as 10s. Default 30s.
+	Timeout string `json:"timeout,omitempty" yaml:"timeout,omitempty"`
 	// live (the default: requests go upstream), record (live; the run is meant as a recording) or replay (answered from the recording's exchanges, never sent upstream).
 	Mode string `json:"mode,omitempty" yaml:"mode,omitempty" jsonschema:"enum=live,enum=record,enum=replay"`
 	// The run whose exchanges a replay answers from (mode: replay; --http-replay RUN gives it on the command line).
