@@ -32,6 +32,9 @@ func openMirrored(c *remote.Client, store world.Store, prefix []byte) (*mirrored
 	return &mirrored{remote: c, journal: j}, nil
 }
 
+// Journal implements world.Journaling: the ledger a router reads for it.
+func (m *mirrored) Journal() *world.Ledgered { return m.journal }
+
 func (m *mirrored) Name() string            { return m.remote.Name() }
 func (m *mirrored) Kinds() []world.KindInfo { return m.remote.Kinds() }
 

@@ -351,3 +351,19 @@ func (b *builder) goal(m map[string]any, apis []HTTPAPI) *Goal {
 	}
 	return g
 }
+
+// ReplayingHTTP is the scenario with every HTTP API replaying run
+// recording (--http-replay), or s itself when recording is "" or it
+// declares none.
+func (s *Scenario) ReplayingHTTP(recording string) *Scenario {
+	if recording == "" || len(s.HTTP) == 0 {
+		return s
+	}
+	out := *s
+	out.HTTP = make([]HTTPAPI, len(s.HTTP))
+	for i, a := range s.HTTP {
+		a.Mode, a.Recording = HTTPReplay, recording
+		out.HTTP[i] = a
+	}
+	return &out
+}

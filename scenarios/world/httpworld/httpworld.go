@@ -84,6 +84,7 @@ type World struct {
 	base    string
 	client  *http.Client
 	journal *world.Ledgered
+	offline bool       // a journal-only view (OpenJournal)
 	mu      sync.Mutex // one replay answer at a time (its occurrence count)
 }
 
@@ -208,6 +209,9 @@ func (w *World) Execute(ctx context.Context, req world.Request) (world.Outcome, 
 		return world.Failed(http.StatusBadRequest, CodeUnknownKind, "HTTP API %s has no route of kind %q", w.cfg.API.Name, req.Kind), nil
 	}
 	var out world.Outcome
+	if w.offline {
+		return world.Outcome{}, fmt.Errorf("HTTP API %s: %s (key %q): %w", w.cfg.API.Name, route, req.Key, ErrOffline)
+	}
 	if w.cfg.API.Mode == scenarios.HTTPReplay {
 		w.mu.Lock()
 		defer w.mu.Unlock()
@@ -243,6 +247,9 @@ type answer struct {
 // *UpstreamError.
 func (w *World) send(ctx context.Context, method, path string, args json.RawMessage) (answer, error) {
 	route := method + " " + path
+	if w.offline {
+		return answer{}, fmt.Errorf("HTTP API %s: %s: %w", w.cfg.API.Name, route, ErrOffline)
+	}
 	fail := func(status int, format string, a ...any) (answer, error) {
 		return answer{}, &UpstreamError{API: w.cfg.API.Name, Route: route, Status: status, Msg: fmt.Sprintf(format, a...)}
 	}
@@ -462,6 +469,9 @@ func (w *World) LookupRequest(ctx context.Context, req world.Request) (world.Out
 		return out, found, err
 	}
 	l := w.cfg.API.Lookup
+	if w.offline {
+		return world.Outcome{}, false, fmt.Errorf("HTTP API %s: lookup of key %q: %w", w.cfg.API.Name, req.Key, ErrOffline)
+	}
 	if w.cfg.API.Mode == scenarios.HTTPReplay {
 		return world.Outcome{}, false, nil // nothing was sent upstream: a retry is answered from the recording
 	}
@@ -613,6 +623,9 @@ func (w *World) Snapshot(ctx context.Context) (json.RawMessage, error) {
 // JSON is an error. In replay it sends nothing: an error wrapping
 // remote.ErrWorld.
 func (w *World) Probe(ctx context.Context, method, path string, body json.RawMessage) (int, any, error) {
+	if w.offline {
+		return 0, nil, fmt.Errorf("HTTP API %s: the probe %s %s: %w", w.cfg.API.Name, method, path, ErrOffline)
+	}
 	if w.cfg.API.Mode == scenarios.HTTPReplay {
 		return 0, nil, &UpstreamError{API: w.cfg.API.Name, Route: method + " " + path, Msg: "a replay sends nothing upstream, so the goal's probe is not answered"}
 	}
@@ -672,4 +685,21 @@ func RetryAfter(h string) time.Duration {
 		return time.Duration(n) * time.Second
 	}
 	return 0
+}
+
+// ErrOffline is wrapped by a journal-only view's answer to a call only the
+// upstream answers (OpenJournal).
+var ErrOffline = errors.New("this view of an HTTP API reads only what the harness journaled of its answers")
+
+// OpenJournal is the world of api read from its journal alone, as a report
+// reads it when the upstream is gone: its ledger, the outcome of each key,
+// its duplicates and snapshot; a call only the upstream answers (a
+// request, a lookup upstream, a probe) fails wrapping ErrOffline.
+func OpenJournal(api scenarios.HTTPAPI, store world.Store, prefix []byte) (*World, error) {
+	w, err := Open(Config{API: api}, store, prefix)
+	if err != nil {
+		return nil, err
+	}
+	w.offline = true
+	return w, nil
 }
