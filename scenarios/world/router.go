@@ -55,6 +55,9 @@ type Route struct {
 	// kind no other prefix claims (a scenario's world:).
 	Prefix string
 	World  World
+	// Slot is the world's number in the router's Order: the i it writes
+	// through (Order.Store(i, ...)).
+	Slot int
 }
 
 // Router is several worlds as one — a scenario's world: and its HTTP APIs
@@ -78,7 +81,8 @@ var (
 	_ RequestLookup = (*Router)(nil)
 )
 
-// NewRouter routes to routes, whose stores came from order (Order.Store),
+// NewRouter routes to routes, whose stores came from order (Order.Store,
+// each with its route's Slot),
 // in the order their ledgers' entries were committed. goal, if not nil,
 // judges goal-reached instead of the unprefixed world. The World returned
 // is Versioned when the unprefixed world is.
@@ -185,8 +189,9 @@ func (r *Router) Lookup(ctx context.Context, key string) (Outcome, bool, error) 
 // Ledger implements World: every world's entries in arrival order,
 // renumbered from 1.
 func (r *Router) Ledger(ctx context.Context) ([]LedgerEntry, error) {
-	ledgers := make([]map[int64]LedgerEntry, len(r.routes))
-	for i, rt := range r.routes {
+	ledgers := map[int]map[int64]LedgerEntry{}
+	names := map[int]string{}
+	for _, rt := range r.routes {
 		var l []LedgerEntry
 		var err error
 		if j, ok := rt.World.(Journaling); ok {
@@ -197,10 +202,11 @@ func (r *Router) Ledger(ctx context.Context) ([]LedgerEntry, error) {
 		if err != nil {
 			return nil, err
 		}
-		ledgers[i] = make(map[int64]LedgerEntry, len(l))
+		byseq := make(map[int64]LedgerEntry, len(l))
 		for _, e := range l {
-			ledgers[i][e.Seq] = e
+			byseq[e.Seq] = e
 		}
+		ledgers[rt.Slot], names[rt.Slot] = byseq, rt.World.Name()
 	}
 	pos, err := r.order.positions()
 	if err != nil {
@@ -208,12 +214,13 @@ func (r *Router) Ledger(ctx context.Context) ([]LedgerEntry, error) {
 	}
 	out := make([]LedgerEntry, 0, len(pos))
 	for _, p := range pos {
-		if p.World >= len(ledgers) {
-			return nil, fmt.Errorf("world %s: its arrival order names world %d, and it has %d", r.name, p.World, len(ledgers))
-		}
-		e, ok := ledgers[p.World][p.Seq]
+		l, ok := ledgers[p.World]
 		if !ok {
-			return nil, fmt.Errorf("world %s: its arrival order names entry %d of %s's ledger, which is not there", r.name, p.Seq, r.routes[p.World].World.Name())
+			return nil, fmt.Errorf("world %s: its arrival order names world %d, which it does not route to", r.name, p.World)
+		}
+		e, ok := l[p.Seq]
+		if !ok {
+			return nil, fmt.Errorf("world %s: its arrival order names entry %d of %s's ledger, which is not there", r.name, p.Seq, names[p.World])
 		}
 		e.Seq = int64(len(out) + 1)
 		out = append(out, e)

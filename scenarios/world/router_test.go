@@ -23,7 +23,7 @@ func routed(store world.Store) (world.World, *world.Ledgered) {
 	Expect(err).NotTo(HaveOccurred())
 	ext, err := world.OpenJournal("ext", order.Store(1, []byte("w/~ext/")), []byte("w/~ext/"))
 	Expect(err).NotTo(HaveOccurred())
-	r := world.NewRouter("notes+ext", order, []world.Route{{Prefix: "", World: base}, {Prefix: "ext.", World: extWorld{ext}}}, nil)
+	r := world.NewRouter("notes+ext", order, []world.Route{{Prefix: "", World: base}, {Prefix: "ext.", World: extWorld{ext}, Slot: 1}}, nil)
 	return r, ext
 }
 

@@ -62,7 +62,7 @@ func Assemble(scen *scenarios.Scenario, store world.Store, prefix []byte, base O
 			return nil, fmt.Errorf("HTTP API %s: %w", a.Name, err)
 		}
 		apis[a.Name] = w
-		routes = append(routes, world.Route{Prefix: a.EffectKind(""), World: w})
+		routes = append(routes, world.Route{Prefix: a.EffectKind(""), World: w, Slot: i + 1})
 	}
 	var goal func(ctx context.Context, task json.RawMessage) (world.Check, error)
 	if g := scen.Goal; g != nil {
