@@ -126,7 +126,7 @@ var _ = Describe("an agent calling etcd through the gateway's HTTP pass-through"
 		res, err = h.Run(ctx, harness.RunRequest{Scenario: scen, MaxAttempts: 1, Faults: faults()})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(res.Outcome).To(Equal(protocol.OutcomeFailure))
-		Expect(stdout(h, res.RunID, 1) + stderr(h, res.RunID, 1)).To(ContainSubstring("401 Unauthorized"), "etcd checks the credential the gateway adds")
+		Expect(stdout(h, res.RunID, 1)+stderr(h, res.RunID, 1)).To(ContainSubstring("401 Unauthorized"), "etcd checks the credential the gateway adds")
 		after, err := e.Revision(ctx)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(after).To(Equal(before), "nothing was written")
