@@ -374,6 +374,56 @@ var _ = Describe("the HTTP pass-through: an agent's own HTTP requests as effects
 		Expect(j.Detail).To(ContainSubstring("`int(response.version) == 1` does not hold"))
 	})
 
+	It("replays a recorded run's exchanges by kind, args and occurrence, sending nothing upstream; a request the recording lacks is refused", func(ctx SpecContext) {
+		state := GinkgoT().TempDir()
+		scen := kvScenario(kv.URL, true)
+		scen.HTTP[0].Mode = scenarios.HTTPRecord
+		h, err := Open(ctx, Options{StateDir: state, Env: kvEnv})
+		Expect(err).NotTo(HaveOccurred())
+		recorded, err := h.create(ctx, RunRequest{Scenario: scen})
+		Expect(err).NotTo(HaveOccurred())
+		lr := liveRunOf(h, recorded)
+		tok := lr.attempt()
+		for _, key := range []string{"put-1", "put-2"} {
+			status, _, body := lr.call(tok, "kv", "POST", "/kv/put", key, put)
+			Expect(status).To(Equal(200), body)
+		}
+		kv.answerNext("429")
+		status, _, _ := lr.call(tok, "kv", "POST", "/kv/put", "", `{"key":"b","value":"1"}`)
+		Expect(status).To(Equal(429))
+		Expect(lr.ledger()).To(HaveLen(3), "the run's ledger: every exchange, through the router")
+		lr.stop()
+		_, sent, _ := kv.state("a")
+
+		h, err = Open(ctx, Options{StateDir: state, Env: kvEnv})
+		Expect(err).NotTo(HaveOccurred())
+		replay := scen.ReplayingHTTP(recorded)
+		Expect(h.checkHTTP(replay)).To(Succeed())
+		id, err := h.create(ctx, RunRequest{Scenario: scen, HTTPReplay: recorded})
+		Expect(err).NotTo(HaveOccurred())
+		lr = liveRunOf(h, id)
+		tok = lr.attempt()
+		var versions []string
+		for _, key := range []string{"other-1", "other-2"} {
+			status, _, body := lr.call(tok, "kv", "POST", "/kv/put", key, put)
+			Expect(status).To(Equal(200), body)
+			var b struct{ Version string }
+			Expect(json.Unmarshal([]byte(body), &b)).To(Succeed())
+			versions = append(versions, b.Version)
+		}
+		Expect(versions).To(Equal([]string{"1", "2"}), "the n-th request is answered the n-th answer, whatever its key")
+		status, h2, body := lr.call(tok, "kv", "POST", "/kv/put", "", `{"key":"b","value":"1"}`)
+		Expect(status).To(Equal(429), "a recorded refusal replays too")
+		Expect(h2.Get("Retry-After")).To(Equal("3"))
+		status, _, body = lr.call(tok, "kv", "POST", "/kv/put", "new", `{"key":"c","value":"1"}`)
+		Expect(status).To(Equal(502), body)
+		Expect(body).To(ContainSubstring(`"code":"replay_diverged"`))
+		Expect(body).To(ContainSubstring("it was not sent upstream"))
+		_, puts, _ := kv.state("a")
+		Expect(puts).To(Equal(sent), "nothing reached the upstream in the replay")
+		Expect(lr.r.rec.HTTPReplay).To(Equal(recorded))
+	})
+
 	It("refuses a run whose credential is not in the harness's environment, before it is recorded", func(ctx SpecContext) {
 		h, err := Open(ctx, Options{StateDir: GinkgoT().TempDir(), Env: func(string) string { return "" }})
 		Expect(err).NotTo(HaveOccurred())
