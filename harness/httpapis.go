@@ -79,7 +79,14 @@ func (h *Harness) recording(a scenarios.HTTPAPI) ([]world.LedgerEntry, error) {
 // APIs, in store under prefix: the scenario's world: (if any, opened by
 // base) and each API's world, behind one router.
 func (h *Harness) openHTTPWorlds(rec history.RunRecord, scen *scenarios.Scenario, store world.Store, prefix []byte, base httpworld.OpenBase) (world.World, error) {
-	return httpworld.Assemble(scen, store, prefix, base, func(a scenarios.HTTPAPI, store world.Store, prefix []byte) (*httpworld.World, error) {
+	// The journal of an API's answers is made durable by each effect's
+	// result (AnswersStore): the pass-through costs the effect path's two
+	// durable writes, intent and result. A shadow's is a scratch store's.
+	var answers world.Store
+	if rec.Isolated == nil {
+		answers, _ = h.w.AnswersStore(rec.ID)
+	}
+	return httpworld.Assemble(scen, store, answers, prefix, base, func(a scenarios.HTTPAPI, store world.Store, prefix []byte) (*httpworld.World, error) {
 		cfg := httpworld.Config{API: a}
 		if c := a.Credentials; c != nil {
 			v := h.getenv(c.Env)

@@ -305,7 +305,7 @@ func (r *Reader) Journaled(rec RunRecord, scen *scenarios.Scenario) (world.World
 		// Several worlds: the scenario's world: (a built-in's state is in
 		// the journal; one elsewhere is read from what was journaled of
 		// it) and each HTTP API's journal of answers.
-		return httpworld.Assemble(scen, store, prefix, func(store world.Store, prefix []byte) (world.World, error) {
+		return httpworld.Assemble(scen, store, nil, prefix, func(store world.Store, prefix []byte) (world.World, error) {
 			if scen.World.Remote() {
 				return r.journalOnly(scen, store, prefix)
 			}

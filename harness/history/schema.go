@@ -192,13 +192,28 @@ func (w *Writer) PutBlob(ctx context.Context, data []byte) (string, error) {
 // commit is one durable journal commit. An isolated run's world lives in
 // the isolated run's own key space, never its parent's.
 func (w *Writer) WorldStore(id string) (world.Store, []byte) {
-	return worldStore{w.j, w.scratch}, []byte(prefixWorld + id + "/")
+	return worldStore{j: w.j, scratch: w.scratch}, []byte(prefixWorld + id + "/")
+}
+
+// AnswersStore is run id's world key space (WorldStore's) for a journal
+// of the answers of a world whose upstream stays authoritative — an HTTP
+// API's: its commits are written at once without waiting for a sync (a
+// SIGKILL loses none), and made durable by the effect's result, the
+// synced commit that follows each before the agent hears anything. What a
+// machine crash could lose in between is an answer the harness had not
+// journaled yet, which the effect's reconciliation asks the upstream for.
+func (w *Writer) AnswersStore(id string) (world.Store, []byte) {
+	s, prefix := w.WorldStore(id)
+	ws := s.(worldStore)
+	ws.unsynced = true
+	return ws, prefix
 }
 
 // worldStore is the journal as a world's store.
 type worldStore struct {
-	j       *journal.Journal
-	scratch bool
+	j        *journal.Journal
+	scratch  bool
+	unsynced bool
 }
 
 func (s worldStore) Commit(ctx context.Context, entries ...world.Entry) error {
@@ -206,8 +221,11 @@ func (s worldStore) Commit(ctx context.Context, entries ...world.Entry) error {
 	for i, e := range entries {
 		es[i] = journal.Entry{Key: e.Key, Value: e.Value}
 	}
-	if s.scratch {
+	switch {
+	case s.scratch:
 		return s.j.CommitBuffered(ctx, es...) // a shadow world's commits come with its effects (see Scratch)
+	case s.unsynced:
+		return s.j.CommitUnsynced(ctx, es...)
 	}
 	return s.j.Commit(ctx, es...)
 }

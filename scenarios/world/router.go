@@ -319,9 +319,15 @@ func NewOrder(store Store, prefix []byte) (*Order, error) {
 
 // Store is the store world i of the order writes through, its keys under
 // sub (the prefix the world is opened with): a commit that writes entries
-// of its ledger records their places too.
-func (o *Order) Store(i int, sub []byte) Store {
-	return orderedStore{o: o, i: i, ledger: append(bytes.Clone(sub), ledgerSpace...)}
+// of its ledger records their places too, in the same commit. The commits
+// go to inner (nil: the order's own store), which must hold the same keys
+// — the same journal written another way (without waiting for a sync,
+// say).
+func (o *Order) Store(i int, sub []byte, inner Store) Store {
+	if inner == nil {
+		inner = o.store
+	}
+	return orderedStore{o: o, i: i, ledger: append(bytes.Clone(sub), ledgerSpace...), inner: inner}
 }
 
 func (o *Order) positions() ([]position, error) {
@@ -344,6 +350,7 @@ type orderedStore struct {
 	o      *Order
 	i      int
 	ledger []byte // the world's ledger key space
+	inner  Store  // where its commits go
 }
 
 func (s orderedStore) Commit(ctx context.Context, entries ...Entry) error {
@@ -365,17 +372,17 @@ func (s orderedStore) Commit(ctx context.Context, entries ...Entry) error {
 		v, _ := json.Marshal(position{World: s.i, Seq: int64(binary.BigEndian.Uint64(raw))})
 		all = append(all[:len(all):len(all)], Entry{Key: append(bytes.Clone(o.prefix), seqKey(n)...), Value: v})
 	}
-	if err := o.store.Commit(ctx, all...); err != nil {
+	if err := s.inner.Commit(ctx, all...); err != nil {
 		return err
 	}
 	o.seq.Store(n)
 	return nil
 }
 
-func (s orderedStore) Get(key []byte) ([]byte, error) { return s.o.store.Get(key) }
+func (s orderedStore) Get(key []byte) ([]byte, error) { return s.inner.Get(key) }
 
 func (s orderedStore) Scan(prefix []byte, fn func(key, value []byte) error) error {
-	return s.o.store.Scan(prefix, fn)
+	return s.inner.Scan(prefix, fn)
 }
 
 // LedgerHash fingerprints a ledger: what a world with no state of its own

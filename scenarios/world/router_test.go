@@ -19,9 +19,9 @@ func routed(store world.Store) (world.World, *world.Ledgered) {
 	ctx := context.Background()
 	order, err := world.NewOrder(store, []byte("w/~order/"))
 	Expect(err).NotTo(HaveOccurred())
-	base, err := world.Definition{Name: "notes", Open: openNotes}.Instance(ctx, order.Store(0, []byte("w/")), []byte("w/"), nil)
+	base, err := world.Definition{Name: "notes", Open: openNotes}.Instance(ctx, order.Store(0, []byte("w/"), nil), []byte("w/"), nil)
 	Expect(err).NotTo(HaveOccurred())
-	ext, err := world.OpenJournal("ext", order.Store(1, []byte("w/~ext/")), []byte("w/~ext/"))
+	ext, err := world.OpenJournal("ext", order.Store(1, []byte("w/~ext/"), nil), []byte("w/~ext/"))
 	Expect(err).NotTo(HaveOccurred())
 	r := world.NewRouter("notes+ext", order, []world.Route{{Prefix: "", World: base}, {Prefix: "ext.", World: extWorld{ext}, Slot: 1}}, nil)
 	return r, ext

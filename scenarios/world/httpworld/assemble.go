@@ -34,12 +34,14 @@ type OpenBase func(store world.Store, prefix []byte) (world.World, error)
 type OpenAPI func(api scenarios.HTTPAPI, store world.Store, prefix []byte) (*World, error)
 
 // Assemble builds the world of a run of scen, which declares http: APIs,
-// in store under the run's world prefix: a world.Router of the scenario's
+// in store under the run's world prefix — the APIs' journals written
+// through apiStore (nil: store), the same keys written another way (see
+// harness/history's AnswersStore) —: a world.Router of the scenario's
 // world: (opened by base, unprefixed: it serves every kind no API claims)
 // and each API's world (opened by api, serving http.<name>.*), one ledger
 // in arrival order, and the scenario's goal: — if it declares one —
 // judging goal-reached (JudgeGoal).
-func Assemble(scen *scenarios.Scenario, store world.Store, prefix []byte, base OpenBase, api OpenAPI) (world.World, error) {
+func Assemble(scen *scenarios.Scenario, store, apiStore world.Store, prefix []byte, base OpenBase, api OpenAPI) (world.World, error) {
 	order, err := world.NewOrder(store, append(bytes.Clone(prefix), orderSpace...))
 	if err != nil {
 		return nil, err
@@ -47,7 +49,7 @@ func Assemble(scen *scenarios.Scenario, store world.Store, prefix []byte, base O
 	var routes []world.Route
 	name := "http"
 	if scen.HasWorld() {
-		b, err := base(order.Store(0, prefix), prefix)
+		b, err := base(order.Store(0, prefix, nil), prefix)
 		if err != nil {
 			return nil, err
 		}
@@ -57,7 +59,7 @@ func Assemble(scen *scenarios.Scenario, store world.Store, prefix []byte, base O
 	apis := map[string]*World{}
 	for i, a := range scen.HTTP {
 		sub := APIPrefix(prefix, a.Name)
-		w, err := api(a, order.Store(i+1, sub), sub)
+		w, err := api(a, order.Store(i+1, sub, apiStore), sub)
 		if err != nil {
 			return nil, fmt.Errorf("HTTP API %s: %w", a.Name, err)
 		}

@@ -86,6 +86,12 @@ type World struct {
 	journal *world.Ledgered
 	offline bool       // a journal-only view (OpenJournal)
 	mu      sync.Mutex // one replay answer at a time (its occurrence count)
+
+	// dups indexes the journal for Duplicates: built from it on first use,
+	// then told of every answer this World records (an instance sees its
+	// own writes; another instance's, when opened again).
+	dupMu sync.Mutex
+	dups  *dupIndex
 }
 
 var (
@@ -227,7 +233,7 @@ func (w *World) Execute(ctx context.Context, req world.Request) (world.Outcome, 
 		out = w.outcome(route, res)
 	}
 	e := world.LedgerEntry{Key: req.Key, Kind: req.Kind, Args: req.Args, Outcome: out, At: req.Now}
-	if err := w.journal.Record(ctx, e); err != nil {
+	if err := w.record(ctx, e); err != nil {
 		return world.Outcome{}, fmt.Errorf("journal the answer of HTTP API %s to %s (key %q): %w", w.cfg.API.Name, route, req.Key, err)
 	}
 	return out, nil
@@ -522,7 +528,7 @@ func (w *World) LookupRequest(ctx context.Context, req world.Request) (world.Out
 	}
 	out := world.Outcome{Status: protocol.StatusDone, Result: b}
 	e := world.LedgerEntry{Key: req.Key, Kind: req.Kind, Args: req.Args, Outcome: out, At: req.Now}
-	if err := w.journal.Record(ctx, e); err != nil {
+	if err := w.record(ctx, e); err != nil {
 		return world.Outcome{}, false, fmt.Errorf("journal the reconciled answer of HTTP API %s to key %q: %w", w.cfg.API.Name, req.Key, err)
 	}
 	return out, true, nil
@@ -533,13 +539,41 @@ func (w *World) Ledger(ctx context.Context) ([]world.LedgerEntry, error) {
 	return w.journal.Ledger(ctx)
 }
 
-// Duplicates implements world.World: see DuplicatesIn.
-func (w *World) Duplicates(ctx context.Context) ([]world.Duplicate, error) {
-	ledger, err := w.journal.Ledger(ctx)
-	if err != nil {
-		return nil, err
+// record journals an answer and tells the duplicates index of it.
+func (w *World) record(ctx context.Context, e world.LedgerEntry) error {
+	if err := w.journal.Record(ctx, e); err != nil {
+		return err
 	}
-	return DuplicatesIn(ctx, w.cfg.API, ledger)
+	w.dupMu.Lock()
+	defer w.dupMu.Unlock()
+	if w.dups != nil {
+		e.Seq = w.journal.LedgerSeq()
+		if err := w.dups.add(ctx, e); err != nil {
+			w.dups = nil // rebuilt from the journal on the next call, which reports the error
+		}
+	}
+	return nil
+}
+
+// Duplicates implements world.World: see DuplicatesIn. The journal is
+// read once; what this World records after is indexed as it goes.
+func (w *World) Duplicates(ctx context.Context) ([]world.Duplicate, error) {
+	w.dupMu.Lock()
+	defer w.dupMu.Unlock()
+	if w.dups == nil {
+		ledger, err := w.journal.Ledger(ctx)
+		if err != nil {
+			return nil, err
+		}
+		d := newDupIndex(w.cfg.API)
+		for _, e := range ledger {
+			if err := d.add(ctx, e); err != nil {
+				return nil, err
+			}
+		}
+		w.dups = d
+	}
+	return w.dups.duplicates(), nil
 }
 
 // DuplicatesIn finds, in a journal of api's answers, the requests of a
@@ -547,46 +581,71 @@ func (w *World) Duplicates(ctx context.Context) ([]world.Duplicate, error) {
 // identity (the route's identity over the args; the whole canonical args
 // without one) under different keys.
 func DuplicatesIn(ctx context.Context, api scenarios.HTTPAPI, ledger []world.LedgerEntry) ([]world.Duplicate, error) {
-	type group struct {
-		d    world.Duplicate
-		keys map[string]bool
-	}
-	var order []string
-	groups := map[string]*group{}
+	d := newDupIndex(api)
 	for _, e := range ledger {
-		if e.IsEvent() || e.Outcome.Status != protocol.StatusDone {
-			continue
+		if err := d.add(ctx, e); err != nil {
+			return nil, err
 		}
-		route, ok := api.Route(e.Kind)
-		if !ok || route.ReadOnly || route.Idempotent {
-			continue
-		}
-		name, err := identity(ctx, route, e.Args)
-		if err != nil {
-			return nil, fmt.Errorf("HTTP API %s: identity of ledger entry %d (%s): %w", api.Name, e.Seq, e.Kind, err)
-		}
-		id := e.Kind + "\x00" + name
-		g := groups[id]
-		if g == nil {
-			g = &group{d: world.Duplicate{Kind: e.Kind, Name: name}, keys: map[string]bool{}}
-			groups[id] = g
-			order = append(order, id)
-		}
-		if g.keys[e.Key] {
-			continue // the same key again: one effect, not two
-		}
-		g.keys[e.Key] = true
-		g.d.IDs = append(g.d.IDs, "ledger#"+strconv.FormatInt(e.Seq, 10))
-		g.d.Keys = append(g.d.Keys, e.Key)
-		g.d.Count++
 	}
+	return d.duplicates(), nil
+}
+
+// dupIndex groups the done requests of kinds that can duplicate by kind
+// and identity.
+type dupIndex struct {
+	api    scenarios.HTTPAPI
+	order  []string
+	groups map[string]*dupGroup
+}
+
+type dupGroup struct {
+	d    world.Duplicate
+	keys map[string]bool
+}
+
+func newDupIndex(api scenarios.HTTPAPI) *dupIndex {
+	return &dupIndex{api: api, groups: map[string]*dupGroup{}}
+}
+
+func (x *dupIndex) add(ctx context.Context, e world.LedgerEntry) error {
+	if e.IsEvent() || e.Outcome.Status != protocol.StatusDone {
+		return nil
+	}
+	route, ok := x.api.Route(e.Kind)
+	if !ok || route.ReadOnly || route.Idempotent {
+		return nil
+	}
+	name, err := identity(ctx, route, e.Args)
+	if err != nil {
+		return fmt.Errorf("HTTP API %s: identity of ledger entry %d (%s): %w", x.api.Name, e.Seq, e.Kind, err)
+	}
+	id := e.Kind + "\x00" + name
+	g := x.groups[id]
+	if g == nil {
+		g = &dupGroup{d: world.Duplicate{Kind: e.Kind, Name: name}, keys: map[string]bool{}}
+		x.groups[id] = g
+		x.order = append(x.order, id)
+	}
+	if g.keys[e.Key] {
+		return nil // the same key again: one effect, not two
+	}
+	g.keys[e.Key] = true
+	g.d.IDs = append(g.d.IDs, "ledger#"+strconv.FormatInt(e.Seq, 10))
+	g.d.Keys = append(g.d.Keys, e.Key)
+	g.d.Count++
+	return nil
+}
+
+func (x *dupIndex) duplicates() []world.Duplicate {
 	var out []world.Duplicate
-	for _, id := range order {
-		if g := groups[id]; g.d.Count > 1 {
-			out = append(out, g.d)
+	for _, id := range x.order {
+		if g := x.groups[id]; g.d.Count > 1 {
+			d := g.d
+			d.IDs, d.Keys = append([]string(nil), d.IDs...), append([]string(nil), d.Keys...)
+			out = append(out, d)
 		}
 	}
-	return out, nil
+	return out
 }
 
 // identity is the name of the resource a request acts on.

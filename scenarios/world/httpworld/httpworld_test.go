@@ -205,6 +205,7 @@ var _ = Describe("An HTTP API as a world", func() {
 
 	It("finds a non-idempotent kind done twice for one identity under different keys, and not a key repeated or a read", func(ctx SpecContext) {
 		w := open(scenarioOf(kv.URL, ""), "Bearer s3cret")
+		Expect(w.Duplicates(ctx)).To(BeEmpty(), "indexed before any answer: later ones are added as they are recorded")
 		for _, req := range []world.Request{
 			{Key: "u/1", Kind: "http.kv.put", Args: json.RawMessage(`{"key":"a","value":"1"}`), Now: t0},
 			{Key: "u/2", Kind: "http.kv.put", Args: json.RawMessage(`{"key":"b","value":"1"}`), Now: t0},
@@ -219,6 +220,11 @@ var _ = Describe("An HTTP API as a world", func() {
 		Expect(err).NotTo(HaveOccurred())
 		Expect(dups).To(Equal([]world.Duplicate{{Kind: "http.kv.put", Name: "a", IDs: []string{"ledger#1", "ledger#3"}, Keys: []string{"u/1", "u/3"}, Count: 2}}))
 		Expect(kv.version("a")).To(Equal(2), "the upstream's own count agrees")
+		ledger, err := w.Ledger(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		again, err := httpworld.DuplicatesIn(ctx, w.API(), ledger)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(again).To(Equal(dups), "the same, read from the journal at once")
 	})
 
 	It("judges a goal from a probe and its expectation", func(ctx SpecContext) {
