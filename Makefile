@@ -11,7 +11,7 @@ DEMO_STATE ?= .overnight-demo
 # The Debian+Python image of the Python agent's tests (make python-image).
 PYTHON_IMAGE ?= overnight-test/debian-python:bookworm
 
-.PHONY: help build test bench lint fuzz demo clean python-image
+.PHONY: help build test bench lint fuzz demo clean python-image etcd
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-7s %s\n", $$1, $$2}'
@@ -19,7 +19,7 @@ help: ## list the targets
 build: ## build the static overnight binary into bin/
 	$(GO) build -trimpath -o $(BIN) ./cmd/overnight
 
-test: python-image ## run every test (needs a running Docker engine; .ci/run starts one)
+test: python-image etcd ## run every test (needs a running Docker engine; .ci/run starts one)
 	$(GO) test -count=1 -timeout 45m ./...
 
 # The Python example agent's tests and benchmark run in a Debian image made
@@ -32,17 +32,26 @@ python-image: ## make the Debian+Python image the Python agent's tests use (once
 	  DEBIAN_FRONTEND=noninteractive apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q debootstrap; } && \
 	  sandbox/agent/python/debian-image.sh $(PYTHON_IMAGE); fi
 
+# The HTTP pass-through's specs and benchmark run a real etcd (Debian's
+# etcd-server, 3.4) on free loopback ports; the package's own service is never used.
+etcd: ## install Debian's etcd-server when etcd is missing (once; needs root)
+	@if command -v etcd >/dev/null 2>&1; then echo "etcd: $$(command -v etcd) is installed"; \
+	elif [ "$$(id -u)" != 0 ]; then echo "etcd: not root, so no apt-get: the etcd specs will be skipped (run make etcd as root once)"; \
+	else echo "installing etcd-server (Debian's package)"; \
+	  DEBIAN_FRONTEND=noninteractive apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q etcd-server; fi
+
 # The benchmarks run with the overnight binary's own GOMAXPROCS (1, see
 # cmd/overnight/main.go); the LLM overhead is measured with 2 as well.
 # -bench 'Effect|LLM' takes in EffectRoundTripRemoteWorld: the effect round
 # trip on `overnight world serve cloud` (built first), durable and in memory,
 # against the in-process world's.
 bench: export GOMAXPROCS := 1
-bench: python-image
-bench: ## measure the journal, the gateway (effects — on the in-process world and on a served one — and LLM calls), the week, kill recovery, sandbox cold start, the gate, the reflection loop, the viewer's run list and a suite's throughput
+bench: python-image etcd
+bench: ## measure the journal, the gateway (effects, LLM calls, the HTTP pass-through to etcd), the week, kill recovery, sandbox cold start, the gate, the reflection loop, the viewer's run list and a suite's throughput
 	$(GO) test -run '^$$' -bench . -benchtime 20000x ./harness/journal
 	$(GO) test -run '^$$' -bench 'Effect|LLM' -benchtime 2000x ./harness
 	GOMAXPROCS=2 $(GO) test -run '^$$' -bench 'LLMOverhead' -benchtime 2000x ./harness
+	$(GO) test -run '^$$' -bench 'HTTPPassThrough' -benchtime 1000x ./harness
 	$(GO) test -run '^$$' -bench 'Week|KillRecovery' -benchtime 3x ./harness
 	$(GO) test -run '^$$' -bench ColdStart -benchtime 20x ./sandbox/docker
 	$(GO) test -run '^$$' -bench NeverSeenImage -benchtime 10x ./harness

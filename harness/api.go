@@ -52,6 +52,10 @@ type RunRequest struct {
 	// the scenario's world name, if it has one, is what that world must
 	// describe itself as. Journaled with the run, so a resume finds it.
 	World string
+	// HTTPReplay, when set, names an earlier run whose exchanges with the
+	// scenario's HTTP APIs answer this run's requests: every API replays
+	// (--http-replay), nothing is sent upstream. Journaled with the run.
+	HTTPReplay string
 	// Started, if set, is called with the run id once the run is durable,
 	// before any container starts.
 	Started func(runID string)
@@ -115,6 +119,10 @@ func (h *Harness) start(ctx context.Context, req RunRequest) (*Result, error) {
 		s := *req.Scenario
 		s.World = scenarios.World{Name: s.World.Name, URL: req.World, Options: s.World.Options}
 		req.Scenario = &s
+	}
+	req.Scenario = req.Scenario.ReplayingHTTP(req.HTTPReplay)
+	if err := h.checkHTTP(req.Scenario); err != nil {
+		return nil, err
 	}
 	agentSpec, err := req.Scenario.SelectAgent(req.Agent)
 	if err != nil {

@@ -57,7 +57,10 @@ func CheckScenario(scen *scenarios.Scenario, opts CheckOptions) error {
 		opts.Invariants = invariant.Default()
 	}
 	var errs scenarios.ErrorList
-	if scen.World.Remote() {
+	if !scen.HasWorld() {
+		// Only HTTP APIs: their credentials are checked when a run starts
+		// (the harness's environment), their upstreams when called.
+	} else if scen.World.Remote() {
 		// A world over the protocol is checked when it answers: its name,
 		// goal and API versions (see reachWorld), before the run is recorded.
 	} else if def, ok := opts.Worlds.Definition(scen.World.Name); !ok {

@@ -297,6 +297,12 @@ func (h *Harness) load(ctx context.Context, runID string) (*run, error) {
 	defer r.mu.Unlock()
 	for _, k := range keys {
 		if err := r.fx.reconcile(ctx, r.fx.effects[k]); err != nil {
+			var ge *gateway.Error
+			if errors.As(err, &ge) && (ge.Code == CodeWorldUnavailable || ge.Code == CodeInDoubt) {
+				// It stays in doubt: reconciled again when its key is retried.
+				r.log.Warn("an effect stays in doubt", "effect", k, "err", err)
+				continue
+			}
 			return nil, err
 		}
 	}

@@ -341,8 +341,18 @@ func (p *effectPath) applyToxic(ctx context.Context) *world.Outcome {
 	return nil
 }
 
+// Error codes of the effect path's refusals of an effect in doubt.
+const (
+	// CodeWorldUnavailable: the world cannot be asked about it now (503).
+	CodeWorldUnavailable = "world_unavailable"
+	// CodeInDoubt: the world cannot say whether it happened, ever (409).
+	CodeInDoubt = "in_doubt"
+)
+
 // reconcile resolves an effect in doubt (an intent without a result, or
-// unknown) by asking the world whether it received the key.
+// unknown) by asking the world whether it received the key — with the
+// request's kind and args, for a world that needs them
+// (world.RequestLookup).
 func (p *effectPath) reconcile(ctx context.Context, rec *history.EffectRecord) error {
 	if !rec.InDoubt() {
 		return nil
@@ -351,11 +361,25 @@ func (p *effectPath) reconcile(ctx context.Context, rec *history.EffectRecord) e
 	var out world.Outcome
 	var found bool
 	var err error
-	r.outside(func() { out, found, err = r.world.Lookup(ctx, rec.ID) })
+	req := world.Request{Key: rec.ID, Kind: rec.Kind, Args: rec.Args, Now: r.clock.now}
+	r.outside(func() { out, found, err = world.LookupOf(ctx, r.world, req) })
 	if errors.Is(err, remote.ErrWorld) {
 		// The world is down: the effect stays in doubt until it answers.
-		return gateway.Errorf(http.StatusServiceUnavailable, "world_unavailable",
+		return gateway.Errorf(http.StatusServiceUnavailable, CodeWorldUnavailable,
 			"effect %s is in doubt and the world cannot be asked about it now (%v); retry with the same key", history.EffectLabel(rec.ID), err)
+	}
+	if errors.Is(err, world.ErrCannotLookup) {
+		// Nobody can say whether it happened: it stays in doubt, and a
+		// retry under its key — which could do it twice — is not run.
+		if rec.Status != protocol.StatusUnknown {
+			rec.Status = protocol.StatusUnknown
+			rec.Error = &protocol.EffectError{Code: "unknown", Message: err.Error(), Status: http.StatusInternalServerError, Transient: true}
+			if perr := r.put(ctx, history.EffectEntry(r.rec.ID, rec)); perr != nil {
+				return fmt.Errorf("record effect %s as unknown: %w", history.EffectLabel(rec.ID), perr)
+			}
+		}
+		return gateway.Errorf(http.StatusConflict, CodeInDoubt,
+			"effect %s is in doubt: %v. Retrying it under its key could do it twice, so the harness does not; send it under a new key to do it anyway", history.EffectLabel(rec.ID), err)
 	}
 	if err != nil {
 		return fmt.Errorf("reconcile effect %s with the world: %w", history.EffectLabel(rec.ID), err)

@@ -125,6 +125,11 @@ type Options struct {
 	// harness's own environment; the sandbox's is built from scratch and
 	// never inherits them.
 	LLMEnv func(string) string
+	// Env is where the harness reads its own environment for the
+	// credentials of a scenario's HTTP APIs (http[].credentials.env).
+	// Default: os.Getenv. The sandbox's environment is built from scratch
+	// and never holds them.
+	Env func(string) string
 	// LLMHTTPClient carries provider calls. Default: http.DefaultClient.
 	LLMHTTPClient *http.Client
 	// BuiltinAgents names the built-in agents the init binary serves

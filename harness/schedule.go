@@ -235,6 +235,7 @@ func (h *Harness) create(ctx context.Context, req RunRequest) (string, error) {
 		}
 	}
 	rec.WorldURL = req.World
+	rec.HTTPReplay = req.HTTPReplay
 	if scen.World.Remote() && req.isolation == nil {
 		// A world over the protocol answers, and is the one asked for,
 		// before the run exists (a command or image world is started for it

@@ -357,6 +357,12 @@ func (r *run) attempt(ctx context.Context, b sandbox.Backend, n int, renewed boo
 	// attempt's token. The provider's own key never enters the sandbox.
 	env["OPENAI_BASE_URL"] = sandbox.RelayURL + "/v1/llm"
 	env["OPENAI_API_KEY"] = token
+	// Each HTTP API the scenario declares, for an ordinary HTTP client: the
+	// gateway's pass-through, the token in its path. The API's own
+	// credential is added by the gateway and never enters the sandbox.
+	for _, a := range r.scen.HTTP {
+		env[a.EnvName()] = sandbox.RelayURL + gateway.HTTPPathPrefix + a.Name + "/" + token
+	}
 
 	// Start runs to completion even on Ctrl-C, so that the harness always
 	// learns the sandbox's id and can remove it; the cancellation is acted

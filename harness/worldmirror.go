@@ -49,6 +49,9 @@ func openMirrored(l *worldLink, store world.Store, prefix []byte) (*mirrored, er
 	return &mirrored{link: l, journal: j}, nil
 }
 
+// Journal implements world.Journaling: the ledger a router reads for it.
+func (m *mirrored) Journal() *world.Ledgered { return m.journal }
+
 func (m *mirrored) Name() string            { return m.link.current().Name() }
 func (m *mirrored) Kinds() []world.KindInfo { return m.link.current().Kinds() }
 

@@ -34,8 +34,23 @@ const worldDialTimeout = 30 * time.Second
 
 // openRunWorld opens the world run rec drives, writing through store under
 // prefix: a built-in world from the registry (its state in the journal),
-// or a world over the protocol with the journal of its answers there.
+// or a world over the protocol with the journal of its answers there — and,
+// when the scenario declares HTTP APIs, those beside it behind a router
+// (openHTTPWorlds).
 func (h *Harness) openRunWorld(ctx context.Context, rec history.RunRecord, scen *scenarios.Scenario, store world.Store, prefix []byte) (world.World, error) {
+	if len(scen.HTTP) > 0 {
+		// Several worlds behind one router: the scenario's world: (if any)
+		// and each HTTP API.
+		return h.openHTTPWorlds(rec, scen, store, prefix, func(store world.Store, prefix []byte) (world.World, error) {
+			return h.openBaseWorld(ctx, rec, scen, store, prefix)
+		})
+	}
+	return h.openBaseWorld(ctx, rec, scen, store, prefix)
+}
+
+// openBaseWorld opens the scenario's world: of run rec in store under
+// prefix.
+func (h *Harness) openBaseWorld(ctx context.Context, rec history.RunRecord, scen *scenarios.Scenario, store world.Store, prefix []byte) (world.World, error) {
 	if !scen.World.Remote() {
 		return h.opts.Worlds.Open(ctx, scen.World.Name, store, prefix, scen.World.Options)
 	}

@@ -17,6 +17,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/overnight-dev/overnight/chaos"
+	"github.com/overnight-dev/overnight/scenarios/invariant"
 )
 
 // Key patterns: the propertyNames the spec declares (and so the schema), which the builder
@@ -71,6 +72,20 @@ func (b *builder) build(root map[string]any) *Scenario {
 	}
 	if sc.World.Options == nil {
 		sc.World.Options = map[string]any{}
+	}
+	if apis, ok := root["http"].([]any); ok {
+		sc.HTTP = b.httpAPIs(apis)
+	}
+	if _, ok := root["world"]; !ok && len(sc.HTTP) == 0 {
+		// The schema cannot say "world, unless http": the builder does, as the schema would.
+		n := b.t.rootNode
+		if loc := b.t.at[""]; loc != nil {
+			n = loc.value
+		}
+		b.sink.addAt("/world", n.Line, n.Column, "missing required field %q", "world")
+	}
+	if g, ok := root["goal"].(map[string]any); ok {
+		sc.Goal = b.goal(g, sc.HTTP)
 	}
 
 	if a, ok := root["agent"].(map[string]any); ok {
@@ -205,6 +220,11 @@ func (b *builder) build(root map[string]any) *Scenario {
 	}
 
 	sc.Invariants = DefaultInvariants()
+	if sc.Goal == nil && !sc.HasWorld() {
+		// Nothing judges a goal: a scenario of HTTP APIs alone has one
+		// only when it declares goal:.
+		sc.Invariants = slices.DeleteFunc(sc.Invariants, func(n string) bool { return n == invariant.GoalReached })
+	}
 	if invs, ok := root["invariants"].([]any); ok {
 		// Which names exist is the harness's invariant registry's to say
 		// (a program may register its own): CheckScenario.
@@ -222,6 +242,9 @@ func (b *builder) build(root map[string]any) *Scenario {
 				continue
 			}
 			firstAt[name] = i
+			if name == invariant.GoalReached && sc.Goal == nil && !sc.HasWorld() {
+				b.errAt("/invariants/"+strconv.Itoa(i), "invariants[%d]: goal-reached needs a goal, and this scenario has no world: and no goal: (add goal: {probe: {api, route, body}, expect})", i)
+			}
 			sc.Invariants = append(sc.Invariants, name)
 			sc.invariantAt[name] = "/invariants/" + strconv.Itoa(i)
 		}

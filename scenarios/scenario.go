@@ -53,7 +53,13 @@ type Scenario struct {
 	Name        string // [a-z0-9][a-z0-9-]*
 	Description string
 
-	World World     // the simulated world
+	World World // the world the agent acts on; zero when the scenario declares only HTTP APIs (see HasWorld)
+	// HTTP are the HTTP APIs the agent calls through the gateway, in file
+	// order; nil if none.
+	HTTP []HTTPAPI
+	// Goal judges goal-reached from an HTTP API's answer to a probe; nil:
+	// the world's own goal judges.
+	Goal  *Goal
 	Agent AgentSpec // the default agent
 	// Agents are the named variants, chosen with --agent NAME (see SelectAgent); nil if none.
 	Agents map[string]AgentSpec

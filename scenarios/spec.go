@@ -35,8 +35,12 @@ type ScenarioFile struct {
 	Name string `json:"name" yaml:"name" jsonschema:"required,pattern=^[a-z0-9][a-z0-9-]*$,maxLength=63"`
 	// What the scenario exercises, for people (overnight scenarios prints it).
 	Description string `json:"description,omitempty" yaml:"description,omitempty" jsonschema:"nullable"`
-	// The world the agent acts on: a built-in's name (overnight worlds lists them), or {name, options}, or a world of your own over the world protocol — {url}, {command} or {image, port} (docs/worlds.md).
-	World WorldFile `json:"world" yaml:"world" jsonschema:"required" jsonschema_extras:"shorthand=name"`
+	// The world the agent acts on: a built-in's name (overnight worlds lists them), or {name, options}, or a world of your own over the world protocol — {url}, {command} or {image, port} (docs/worlds.md). Required unless the scenario declares http: APIs.
+	World WorldFile `json:"world,omitempty" yaml:"world,omitempty" jsonschema_extras:"shorthand=name"`
+	// HTTP APIs the agent calls with its own HTTP client through the gateway ($OVERNIGHT_HTTP_<NAME>): every request an effect of kind http.<name>.<kind>, credentials added by the gateway (docs/http-apis.md).
+	HTTP []HTTPFile `json:"http,omitempty" yaml:"http,omitempty" jsonschema:"nullable"`
+	// How goal-reached is judged from an HTTP API: a read-only probe request and a CEL expression over its response. Without it, the world's own goal judges.
+	Goal *GoalFile `json:"goal,omitempty" yaml:"goal,omitempty" jsonschema:"nullable"`
 	// The agent to run: exactly one of builtin, binary or image, with its command, args and env.
 	Agent AgentFile `json:"agent" yaml:"agent" jsonschema:"required"`
 	// Named agent variants, chosen with --agent NAME.
@@ -84,6 +88,90 @@ type WorldFile struct {
 	Image string `json:"image,omitempty" yaml:"image,omitempty" jsonschema:"pattern=^[^\\s]+$"`
 	// The port an image world listens on inside its container (it is also given as OVERNIGHT_WORLD_ADDR=0.0.0.0:PORT). Default: 8080.
 	Port int `json:"port,omitempty" yaml:"port,omitempty" jsonschema:"minimum=1,maximum=65535"`
+}
+
+// HTTPFile is one HTTP API of http:. Every request the agent sends to $OVERNIGHT_HTTP_<NAME>
+// (the name upper-cased, - as _) is matched against routes and runs as an effect of kind
+// http.<name>.<kind>: journaled, gated, faulted, keyed by its Idempotency-Key header.
+type HTTPFile struct {
+	// The API's name: lowercase letters, digits and '-', starting with a letter. It names the effect kinds (http.NAME.KIND) and the agent's variable (OVERNIGHT_HTTP_NAME).
+	Name string `json:"name" yaml:"name" jsonschema:"required,pattern=^[a-z][a-z0-9-]*$,maxLength=40"`
+	// Where the harness sends the requests: the upstream's http(s) base URL, such as http://127.0.0.1:2379. A route's path is appended to it.
+	BaseURL string `json:"base_url" yaml:"base_url" jsonschema:"required,pattern=^https?://[^\\s]+$"`
+	// The requests the agent may send, each an effect kind; a request no route matches is refused.
+	Routes []HTTPRouteFile `json:"routes" yaml:"routes" jsonschema:"required,minItems=1"`
+	// How the harness finds out whether an in-doubt request (a 5xx, a timeout, a crash) happened: a request built from its args, and a CEL predicate over the answer. Without it, such a request stays unknown.
+	Lookup *HTTPLookupFile `json:"lookup,omitempty" yaml:"lookup,omitempty" jsonschema:"nullable"`
+	// A header the gateway adds to every request upstream, its value read from the harness's environment (never the sandbox's); the agent's own value of that header is dropped.
+	Credentials *HTTPCredentialsFile `json:"credentials,omitempty" yaml:"credentials,omitempty" jsonschema:"nullable"`
+	// How long a request upstream may take before it is in doubt (a timeout: reconciled through lookup), such as 10s. Default 30s.
+	Timeout string `json:"timeout,omitempty" yaml:"timeout,omitempty"`
+	// live (the default: requests go upstream), record (live; the run is meant as a recording) or replay (answered from the recording's exchanges, never sent upstream).
+	Mode string `json:"mode,omitempty" yaml:"mode,omitempty" jsonschema:"enum=live,enum=record,enum=replay"`
+	// The run whose exchanges a replay answers from (mode: replay; --http-replay RUN gives it on the command line).
+	Recording string `json:"recording,omitempty" yaml:"recording,omitempty" jsonschema:"minLength=1"`
+	// A scratch upstream the harness starts for reflection's verification runs, restored by replaying the real run's mutating requests in order; {{data_dir}}, {{url}}, {{host}} and {{port}} in the command are filled in.
+	Shadow *HTTPShadowFile `json:"shadow,omitempty" yaml:"shadow,omitempty" jsonschema:"nullable"`
+}
+
+// HTTPRouteFile is one route of an HTTP API: a method and path, and the effect kind it is.
+type HTTPRouteFile struct {
+	// METHOD /path, such as "POST /v3/kv/put": the method (GET, POST, PUT, PATCH or DELETE) and the exact path, without wildcards or a query.
+	Route string `json:"route" yaml:"route" jsonschema:"required,minLength=3"`
+	// The route's kind: the effect kind is http.<api name>.<kind>.
+	Kind string `json:"kind" yaml:"kind" jsonschema:"required,pattern=^[a-z][a-z0-9_]*$,maxLength=40"`
+	// A CEL expression over args (the JSON body; for GET and DELETE the query parameters) giving the string that names the resource a request acts on, such as args.key: two requests of a non-idempotent kind for one identity under different keys are a duplicate. Default: the whole canonical args.
+	Identity string `json:"identity,omitempty" yaml:"identity,omitempty" jsonschema:"minLength=1"`
+	// The request changes nothing upstream.
+	ReadOnly bool `json:"read_only,omitempty" yaml:"read_only,omitempty"`
+	// A repeat with the same arguments changes nothing more: it is never a duplicate.
+	Idempotent bool `json:"idempotent,omitempty" yaml:"idempotent,omitempty"`
+	// The request removes or overwrites what cannot be had back.
+	Destructive bool `json:"destructive,omitempty" yaml:"destructive,omitempty"`
+}
+
+// HTTPLookupFile is how the harness asks the upstream whether an in-doubt request happened.
+type HTTPLookupFile struct {
+	// METHOD /path of the lookup request, such as "POST /v3/kv/range" (it need not be one of routes).
+	Route string `json:"route" yaml:"route" jsonschema:"required,minLength=3"`
+	// A CEL expression over args (the in-doubt request's) giving the lookup's JSON body, such as '{"key": args.key}'; for GET, its fields are the query parameters. Default: no body.
+	Body string `json:"body,omitempty" yaml:"body,omitempty" jsonschema:"minLength=1"`
+	// A CEL predicate over args and response (the lookup's JSON answer): true when the in-doubt request happened, such as 'int(response.count) > 0'.
+	Found string `json:"found" yaml:"found" jsonschema:"required,minLength=1"`
+}
+
+// HTTPCredentialsFile is a credential the gateway adds to every request upstream.
+type HTTPCredentialsFile struct {
+	// The header, such as Authorization.
+	Header string `json:"header" yaml:"header" jsonschema:"required,pattern=^[A-Za-z0-9-]+$"`
+	// The variable of the harness's environment holding the value, such as ETCD_TOKEN. A run whose variable is unset or empty is refused before it starts.
+	Env string `json:"env" yaml:"env" jsonschema:"required,pattern=^[A-Za-z_][A-Za-z0-9_]*$"`
+	// Written before the value, such as "Bearer ".
+	Prefix string `json:"prefix,omitempty" yaml:"prefix,omitempty"`
+}
+
+// HTTPShadowFile is a scratch upstream for reflection.
+type HTTPShadowFile struct {
+	// The command that starts it, run in the scenario file's directory, such as [etcd, --data-dir, "{{data_dir}}", --listen-client-urls, "{{url}}", --advertise-client-urls, "{{url}}"].
+	Command []string `json:"command" yaml:"command" jsonschema:"required,minItems=1"`
+}
+
+// GoalFile says how goal-reached is judged from an HTTP API.
+type GoalFile struct {
+	// The read-only request whose answer the goal is judged from.
+	Probe GoalProbeFile `json:"probe" yaml:"probe" jsonschema:"required"`
+	// A CEL predicate over response (the probe's JSON answer) and task, such as 'int(response.count) == 3'.
+	Expect string `json:"expect" yaml:"expect" jsonschema:"required,minLength=1"`
+}
+
+// GoalProbeFile is the probe request of a goal.
+type GoalProbeFile struct {
+	// The http: API it is sent to.
+	API string `json:"api" yaml:"api" jsonschema:"required,pattern=^[a-z][a-z0-9-]*$"`
+	// METHOD /path, such as "POST /v3/kv/range".
+	Route string `json:"route" yaml:"route" jsonschema:"required,minLength=3"`
+	// A CEL expression over task giving the probe's JSON body (for GET, its query parameters). Default: no body.
+	Body string `json:"body,omitempty" yaml:"body,omitempty" jsonschema:"minLength=1"`
 }
 
 // AgentFile is an agent as written: the default agent, or a variant. Exactly one of Builtin,

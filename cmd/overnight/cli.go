@@ -335,6 +335,7 @@ type runFlags struct {
 	maxAttempts int
 	lessons     string
 	world       string
+	httpReplay  string
 }
 
 func (rf *runFlags) register(f *pflag.FlagSet, lessons, lessonsHelp string) {
@@ -347,6 +348,7 @@ func (rf *runFlags) register(f *pflag.FlagSet, lessons, lessonsHelp string) {
 	f.IntVar(&rf.maxAttempts, "max-attempts", 0, "attempts before the run fails as a crash loop (default: the scenario's)")
 	f.StringVar(&rf.lessons, "lessons", lessons, lessonsHelp)
 	f.StringVar(&rf.world, "world", "", "URL: act on the world served over the world protocol at this base URL instead of the scenario's (it must describe itself with the scenario's world name; docs/worlds.md)")
+	f.StringVar(&rf.httpReplay, "http-replay", "", "RUN: answer every request to the scenario's HTTP APIs from that run's exchanges, sending nothing upstream (docs/http-apis.md)")
 }
 
 // schedule checks the flags and returns the fault list (nil: each
@@ -458,7 +460,7 @@ func runCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			req := harness.RunRequest{Scenario: scen, Agent: agentName, Timeout: rf.timeout, MaxAttempts: rf.maxAttempts, LLM: rf.llmSpec, World: rf.world,
+			req := harness.RunRequest{Scenario: scen, Agent: agentName, Timeout: rf.timeout, MaxAttempts: rf.maxAttempts, LLM: rf.llmSpec, World: rf.world, HTTPReplay: rf.httpReplay,
 				Faults: faults, RandomFaults: random, RandomKinds: rf.kinds, ReplayFaults: replay,
 				Extras: map[string]string{reflect.ExtraLessons: rf.lessons}}
 			if cmd.Flags().Changed("seed") {

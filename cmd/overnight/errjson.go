@@ -35,6 +35,7 @@ const (
 	codeInterrupted       = "interrupted"        // Ctrl-C or SIGTERM; run_id names the resumable run
 	codeWorldUnreachable  = "world_unreachable"  // a world over the world protocol does not answer where the scenario (or --world) says
 	codeWorldMismatch     = "world_mismatch"     // a world over the protocol answers, but is not the one the scenario asks for
+	codeHTTPConfig        = "http_config"        // an HTTP API cannot be reached as declared: its credential not in the environment, a replay without its recording
 	codeImageNotFound     = "image_not_found"    // the agent's own image, or an image world's, is not on the engine (which pulls nothing)
 	codeAgentInvalid      = "agent_invalid"      // the agent cannot run as given: an image with nothing to run, a binary that is not static
 	codeInternal          = "internal"           // anything else: the message says what failed
@@ -138,6 +139,8 @@ func errorCode(err error, usage bool) string {
 		return codeWorldUnreachable
 	case errors.Is(err, harness.ErrWorldMismatch):
 		return codeWorldMismatch
+	case errors.Is(err, harness.ErrNoCredential), errors.Is(err, harness.ErrNoRecording):
+		return codeHTTPConfig
 	}
 	return codeInternal
 }

@@ -263,6 +263,9 @@ first by the next suite of the same run flags (--no-corpus: neither).`,
 					return usagef("--shard: %w", err)
 				}
 			}
+			if rf.httpReplay != "" {
+				return usagef("--http-replay answers one run from another's exchanges: use it with overnight run, not suite")
+			}
 			if parallel < 0 || parallel > suite.MaxParallel {
 				return usagef("--parallel %d: want 1..%d (0: %d, two per CPU)", parallel, suite.MaxParallel, suite.DefaultParallel())
 			}

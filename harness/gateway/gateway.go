@@ -172,6 +172,9 @@ func (s *Server) Handler() http.Handler {
 	handle("POST", "/v1/done", s.done)
 	handle("POST", "/v1/llm/chat/completions", s.llmChat)
 	handle("GET", "/v1/llm/models", s.llmModels)
+	// Any method: the route is the HTTP API's, authenticated by the token
+	// in the path.
+	mux.HandleFunc(HTTPPathPrefix+"{api}/{token}/{path...}", s.httpPassThrough)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if methods, ok := allowed[r.URL.Path]; ok {
 			w.Header().Set("Allow", strings.Join(methods, ", "))

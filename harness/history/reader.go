@@ -11,6 +11,7 @@ import (
 	"github.com/overnight-dev/overnight/harness/journal"
 	"github.com/overnight-dev/overnight/scenarios"
 	"github.com/overnight-dev/overnight/scenarios/world"
+	"github.com/overnight-dev/overnight/scenarios/world/httpworld"
 )
 
 // ErrRunNotFound is returned for a run id the journal does not hold.
@@ -265,7 +266,7 @@ func (r *Reader) Scenario(rec RunRecord) (*scenarios.Scenario, error) {
 	if rec.WorldURL != "" { // the run was pointed at another world (--world)
 		scen.World = scenarios.World{Name: scen.World.Name, URL: rec.WorldURL, Options: scen.World.Options}
 	}
-	return scen, nil
+	return scen.ReplayingHTTP(rec.HTTPReplay), nil
 }
 
 // World opens the run's world on its own key space, to read its state and
@@ -274,7 +275,7 @@ func (r *Reader) Scenario(rec RunRecord) (*scenarios.Scenario, error) {
 // through the opener the harness set (SetRemote); without one, it is read
 // from what the harness journaled of its answers (Journaled).
 func (r *Reader) World(ctx context.Context, rec RunRecord, scen *scenarios.Scenario) (world.World, error) {
-	if scen.World.Remote() {
+	if scen.World.Remote() || len(scen.HTTP) > 0 {
 		if r.remote != nil {
 			return r.remote(ctx, rec, scen)
 		}
@@ -300,6 +301,26 @@ func (r *Reader) SetRemote(open func(ctx context.Context, rec RunRecord, scen *s
 // ErrWorldElsewhere.
 func (r *Reader) Journaled(rec RunRecord, scen *scenarios.Scenario) (world.World, error) {
 	store, prefix := NewWriter(r.j).WorldStore(rec.ID)
+	if len(scen.HTTP) > 0 {
+		// Several worlds: the scenario's world: (a built-in's state is in
+		// the journal; one elsewhere is read from what was journaled of
+		// it) and each HTTP API's journal of answers.
+		return httpworld.Assemble(scen, store, nil, prefix, func(store world.Store, prefix []byte) (world.World, error) {
+			if scen.World.Remote() {
+				return r.journalOnly(scen, store, prefix)
+			}
+			if r.worlds == nil {
+				return nil, errors.New("history reader: no world registry to open the run's world")
+			}
+			return r.worlds.Open(context.Background(), scen.World.Name, store, prefix, scen.World.Options)
+		}, httpworld.OpenJournal)
+	}
+	return r.journalOnly(scen, store, prefix)
+}
+
+// journalOnly is a world out of process read from its journal in store
+// under prefix.
+func (r *Reader) journalOnly(scen *scenarios.Scenario, store world.Store, prefix []byte) (world.World, error) {
 	name := scen.World.Name
 	if name == "" {
 		name = scen.World.Label()
@@ -394,7 +415,7 @@ func (r *Reader) load(ctx context.Context, id string, ledger bool) (*Run, error)
 			return nil, err
 		}
 		var w world.World
-		if scen.World.Remote() {
+		if scen.World.Remote() || len(scen.HTTP) > 0 {
 			w, err = r.Journaled(rec, scen) // a report reads what was journaled: the world may be gone
 		} else {
 			w, err = r.World(ctx, rec, scen)

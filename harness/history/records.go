@@ -44,6 +44,9 @@ type RunRecord struct {
 	// scenario's: one served over the world protocol at this base URL
 	// (--world URL).
 	WorldURL string `json:"world_url,omitempty"`
+	// HTTPReplay, when set, is the run whose exchanges with the scenario's
+	// HTTP APIs answer this run's requests (--http-replay).
+	HTTPReplay string `json:"http_replay,omitempty"`
 	// Extras are the run's options for its extension (the reflection
 	// loop's lessons mode), kept so a resume runs with the same.
 	Extras map[string]string `json:"extras,omitempty"`

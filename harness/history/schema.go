@@ -195,6 +195,18 @@ func (w *Writer) WorldStore(id string) (world.Store, []byte) {
 	return worldStore{j: w.j, scratch: w.scratch}, []byte(prefixWorld + id + "/")
 }
 
+// AnswersStore is run id's world key space (WorldStore's) for a journal
+// of the answers of a world whose upstream stays authoritative — an HTTP
+// API's: its commits are written at once without waiting for a sync (a
+// SIGKILL loses none), and made durable by the effect's result, the
+// synced commit that follows each before the agent hears anything. What a
+// machine crash could lose in between is an answer the harness had not
+// journaled yet, which the effect's reconciliation asks the upstream for.
+func (w *Writer) AnswersStore(id string) (world.Store, []byte) {
+	s, prefix := w.WorldStore(id)
+	return s.(worldStore).Unsynced(), prefix
+}
+
 // worldStore is the journal as a world's store.
 type worldStore struct {
 	j        *journal.Journal

@@ -1,0 +1,142 @@
+package harness_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/overnight-dev/overnight/harness"
+	"github.com/overnight-dev/overnight/harness/harnesstest"
+	"github.com/overnight-dev/overnight/sandbox/docker"
+	"github.com/overnight-dev/overnight/sandbox/protocol"
+	"github.com/overnight-dev/overnight/scenarios"
+)
+
+// etcdScenario is examples/etcd/scenario.yaml pointed at etcd at url and at
+// the agent built at bin, with more agent variants given as YAML lines.
+func etcdScenario(url, bin, variants string) *scenarios.Scenario {
+	GinkgoHelper()
+	path := filepath.Join(harnesstest.ModuleRoot(), "examples", "etcd", "scenario.yaml")
+	raw, err := os.ReadFile(path)
+	Expect(err).NotTo(HaveOccurred())
+	text := strings.ReplaceAll(string(raw), "http://127.0.0.1:2379", url)
+	text = strings.ReplaceAll(text, "./bin/etcd-agent", bin)
+	text = strings.Replace(text, "\nagents:\n", "\nagents:\n"+variants, 1)
+	s, err := scenarios.Parse(path, []byte(text))
+	Expect(err).NotTo(HaveOccurred())
+	return s
+}
+
+var _ = Describe("an agent calling etcd through the gateway's HTTP pass-through", Ordered, func() {
+	var agentBin string
+	BeforeAll(func(ctx SpecContext) {
+		harnesstest.EtcdBinary(ctx, GinkgoT())
+		dir, err := os.MkdirTemp("", "ovn-etcd-agent-")
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(os.RemoveAll, dir)
+		agentBin = filepath.Join(dir, "etcd-agent")
+		Expect(harnesstest.Build(ctx, "./examples/etcd/agent", agentBin, fmt.Sprintf("etcd-e2e-%d", time.Now().UnixNano()))).To(Succeed())
+		DeferCleanup(func(ctx SpecContext) {
+			eng := docker.New(dockerCli, docker.Options{})
+			if ref, err := eng.ImageRef(ctx, docker.ImageSpec{InitBinary: initBinary, AgentBinary: agentBin}); err == nil {
+				Expect(eng.RemoveImage(ctx, ref)).To(Succeed())
+			}
+		})
+	}, NodeTimeout(5*time.Minute))
+
+	// startEtcd starts etcd with authentication for the spec, its token
+	// in the harness's environment (this process's) as ETCD_TOKEN.
+	startEtcd := func(ctx SpecContext) *harnesstest.Etcd {
+		e := harnesstest.StartEtcd(ctx, GinkgoT(), GinkgoT().TempDir())
+		DeferCleanup(e.Stop)
+		GinkgoT().Setenv("ETCD_TOKEN", e.Token)
+		return e
+	}
+	versions := func(ctx SpecContext, e *harnesstest.Etcd) []int {
+		GinkgoHelper()
+		var out []int
+		for i := range 3 {
+			v, err := e.Version(ctx, fmt.Sprintf("demo/%d", i))
+			Expect(err).NotTo(HaveOccurred())
+			out = append(out, v)
+		}
+		return out
+	}
+
+	It("killed after etcd's second put, passes when it sends Idempotency-Key: etcd wrote each key once", func(ctx SpecContext) {
+		e := startEtcd(ctx)
+		h := newHarness(ctx, nil)
+		res, err := h.Run(ctx, harness.RunRequest{Scenario: etcdScenario(e.URL, agentBin, "")})
+		Expect(err).NotTo(HaveOccurred())
+		logs, _ := h.Logs(res.RunID)
+		Expect(res.Verdict).To(Equal(harness.VerdictPass), "%s\n%+v\n%+v", res.Reason, res.Invariants, logs)
+		Expect(res.Attempts).To(Equal(2), "the attempt killed, and the one that resumed")
+		Expect(res.Outcome).To(Equal(protocol.OutcomeSuccess))
+		Expect(res.Effects.Executed).To(Equal(3))
+		Expect(res.Effects.Deduplicated).To(Equal(1), "the put killed in flight was answered from the journal")
+		Expect(res.Effects.Duplicates).To(BeZero())
+		Expect(invariant(res, harness.InvGoalReached).Detail).To(ContainSubstring("POST /v3/kv/range of HTTP API etcd answered"))
+		Expect(versions(ctx, e)).To(Equal([]int{1, 1, 1}), "etcd's own version counter: every key written once")
+
+		run, err := h.History().Load(ctx, res.RunID)
+		Expect(err).NotTo(HaveOccurred())
+		var kinds []string
+		for _, eff := range run.Effects {
+			kinds = append(kinds, eff.Kind+" "+eff.Key)
+		}
+		Expect(kinds).To(Equal([]string{"http.etcd.put put-0", "http.etcd.put put-1", "http.etcd.put put-2"}))
+		Expect(run.Ledger).To(HaveLen(3), "the journal of etcd's answers, read without etcd")
+	}, SpecTimeout(3*time.Minute))
+
+	It("fails with no-duplicate-effects when it sends no Idempotency-Key and starts over: etcd counts the second writes too", func(ctx SpecContext) {
+		e := startEtcd(ctx)
+		h := newHarness(ctx, nil)
+		res, err := h.Run(ctx, harness.RunRequest{Scenario: etcdScenario(e.URL, agentBin, ""), Agent: "naive"})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res.Verdict).To(Equal(harness.VerdictFail), res.Reason)
+		dup := invariant(res, harness.InvNoDuplicateEffects)
+		Expect(dup.Verdict).To(Equal(harness.VerdictFail))
+		Expect(dup.Detail).To(ContainSubstring(`http.etcd.put "` + harnesstest.B64("demo/0") + `" created 2 times`))
+		Expect(dup.Detail).To(ContainSubstring(`http.etcd.put "` + harnesstest.B64("demo/1") + `" created 2 times`))
+		Expect(res.Effects.Duplicates).To(Equal(2))
+		Expect(res.Effects.Unkeyed).To(Equal(5), "two puts before the kill, three after")
+		Expect(invariant(res, harness.InvGoalReached).Verdict).To(Equal(harness.VerdictPass), "every key is there: only the count of writes is wrong")
+		Expect(versions(ctx, e)).To(Equal([]int{2, 2, 1}), "etcd's own version counter agrees: demo/0 and demo/1 written twice")
+	}, SpecTimeout(3*time.Minute))
+
+	It("never lets etcd's credential into the sandbox: the agent sees the token-bearing base URL, and etcd refuses a wrong credential", func(ctx SpecContext) {
+		e := startEtcd(ctx)
+		h := newHarness(ctx, nil)
+		scen := etcdScenario(e.URL, agentBin, "  env: {binary: "+testBinary+", args: [env]}\n")
+		res, err := h.Run(ctx, harness.RunRequest{Scenario: scen, Agent: "env", MaxAttempts: 1, Faults: faults()})
+		Expect(err).NotTo(HaveOccurred())
+		out := stdout(h, res.RunID, 1)
+		Expect(out).To(MatchRegexp(`(?m)^OVERNIGHT_HTTP_ETCD=http://127\.0\.0\.1:7070/v1/http/etcd/[0-9a-f]{64}$`))
+		Expect(out).NotTo(ContainSubstring(e.Token), "etcd's token never enters the sandbox")
+		Expect(out).NotTo(ContainSubstring("ETCD_TOKEN"))
+
+		before, err := e.Revision(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		GinkgoT().Setenv("ETCD_TOKEN", "not-etcds-token")
+		res, err = h.Run(ctx, harness.RunRequest{Scenario: scen, MaxAttempts: 1, Faults: faults()})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res.Outcome).To(Equal(protocol.OutcomeFailure))
+		Expect(stdout(h, res.RunID, 1)+stderr(h, res.RunID, 1)).To(ContainSubstring("401 Unauthorized"), "etcd checks the credential the gateway adds")
+		after, err := e.Revision(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(after).To(Equal(before), "nothing was written")
+	}, SpecTimeout(3*time.Minute))
+})
+
+func stderr(h *harness.Harness, runID string, n int) string {
+	GinkgoHelper()
+	logs, err := h.Logs(runID)
+	Expect(err).NotTo(HaveOccurred())
+	Expect(len(logs)).To(BeNumerically(">=", n))
+	return logs[n-1].Stderr
+}

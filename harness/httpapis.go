@@ -1,0 +1,107 @@
+package harness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/overnight-dev/overnight/harness/history"
+	"github.com/overnight-dev/overnight/scenarios"
+	"github.com/overnight-dev/overnight/scenarios/world"
+	"github.com/overnight-dev/overnight/scenarios/world/httpworld"
+)
+
+// ErrNoCredential is wrapped when an HTTP API's credential is not in the
+// harness's environment: nothing is run.
+var ErrNoCredential = errors.New("an HTTP API's credential is not in the harness's environment")
+
+// ErrNoRecording is wrapped when an HTTP API replays from a run this state
+// dir does not hold (or that recorded nothing of it): nothing is run.
+var ErrNoRecording = errors.New("no recording to replay the HTTP API from")
+
+// getenv reads the harness's own environment (Options.Env).
+func (h *Harness) getenv(name string) string {
+	if h.opts.Env != nil {
+		return h.opts.Env(name)
+	}
+	return os.Getenv(name)
+}
+
+// checkHTTP checks, before a run is recorded, what its HTTP APIs need from
+// the harness: each credential in its environment, each replay's
+// recording in the state dir.
+func (h *Harness) checkHTTP(scen *scenarios.Scenario) error {
+	var missing []string
+	for _, a := range scen.HTTP {
+		if c := a.Credentials; c != nil && h.getenv(c.Env) == "" {
+			missing = append(missing, fmt.Sprintf("HTTP API %s needs $%s (its %s header)", a.Name, c.Env, c.Header))
+		}
+		if a.Mode != scenarios.HTTPReplay {
+			continue
+		}
+		if a.Recording == "" {
+			return fmt.Errorf("%w: HTTP API %s is in mode replay and names no recording (give recording: RUN-ID, or --http-replay RUN-ID)", ErrNoRecording, a.Name)
+		}
+		if _, err := h.recording(a); err != nil {
+			return err
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("%w: %s; set it where the harness runs (the agent's sandbox never sees it)", ErrNoCredential, strings.Join(missing, "; "))
+	}
+	return nil
+}
+
+// recording reads the journal of API a's answers in the run it replays.
+func (h *Harness) recording(a scenarios.HTTPAPI) ([]world.LedgerEntry, error) {
+	rec, err := h.runRecord(a.Recording)
+	if err != nil {
+		return nil, fmt.Errorf("%w: HTTP API %s replays run %s: %w", ErrNoRecording, a.Name, a.Recording, err)
+	}
+	store, prefix := h.w.WorldStore(rec.ID)
+	j, err := world.OpenJournal(a.Name, store, httpworld.APIPrefix(prefix, a.Name))
+	if err != nil {
+		return nil, err
+	}
+	l, err := j.Ledger(context.Background())
+	if err != nil {
+		return nil, err
+	}
+	if len(l) == 0 {
+		return nil, fmt.Errorf("%w: run %s journaled no exchange with HTTP API %s", ErrNoRecording, rec.ID, a.Name)
+	}
+	return l, nil
+}
+
+// openHTTPWorlds opens the world of run rec, whose scenario declares HTTP
+// APIs, in store under prefix: the scenario's world: (if any, opened by
+// base) and each API's world, behind one router.
+func (h *Harness) openHTTPWorlds(rec history.RunRecord, scen *scenarios.Scenario, store world.Store, prefix []byte, base httpworld.OpenBase) (world.World, error) {
+	// The journal of an API's answers is made durable by each effect's
+	// result (AnswersStore): the pass-through costs the effect path's two
+	// durable writes, intent and result. A shadow's is a scratch store's.
+	var answers world.Store
+	if rec.Isolated == nil {
+		answers, _ = h.w.AnswersStore(rec.ID)
+	}
+	return httpworld.Assemble(scen, store, answers, prefix, base, func(a scenarios.HTTPAPI, store world.Store, prefix []byte) (*httpworld.World, error) {
+		cfg := httpworld.Config{API: a}
+		if c := a.Credentials; c != nil {
+			v := h.getenv(c.Env)
+			if v == "" {
+				return nil, fmt.Errorf("%w: HTTP API %s needs $%s (its %s header) for run %s", ErrNoCredential, a.Name, c.Env, c.Header, rec.ID)
+			}
+			cfg.Credential = c.Prefix + v
+		}
+		if a.Mode == scenarios.HTTPReplay {
+			l, err := h.recording(a)
+			if err != nil {
+				return nil, err
+			}
+			cfg.Recording, cfg.RecordingRun = l, a.Recording
+		}
+		return httpworld.Open(cfg, store, prefix)
+	})
+}
