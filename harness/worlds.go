@@ -203,8 +203,10 @@ func (h *Harness) releaseWorld(runID string, w scenarios.World, isolated bool) {
 	}
 }
 
-// stopWorlds stops every world the harness started (at Close).
+// stopWorlds stops every world the harness started (at Close), shadow
+// upstreams included.
 func (h *Harness) stopWorlds() {
+	h.stopAllShadows()
 	h.mu.Lock()
 	procs, images := h.procs, h.images
 	h.mu.Unlock()
