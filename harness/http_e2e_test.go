@@ -243,7 +243,7 @@ var _ = Describe("a verify-gated put to etcd, reflected on against a scratch etc
 		Expect(r.Reason).To(ContainSubstring("HTTP API etcd declares no shadow"))
 		after, err := e.Revision(ctx)
 		Expect(err).NotTo(HaveOccurred())
-		Expect(after - before).To(BeEquivalentTo(1), "put-0 alone: the refused put changed nothing, and no put passed the shut gate")
+		Expect(after-before).To(BeEquivalentTo(1), "put-0 alone: the refused put changed nothing, and no put passed the shut gate")
 	}, SpecTimeout(5*time.Minute))
 })
 
