@@ -414,6 +414,7 @@ var _ = Describe("the HTTP pass-through: an agent's own HTTP requests as effects
 		Expect(versions).To(Equal([]string{"1", "2"}), "the n-th request is answered the n-th answer, whatever its key")
 		status, h2, body := lr.call(tok, "kv", "POST", "/kv/put", "", `{"key":"b","value":"1"}`)
 		Expect(status).To(Equal(429), "a recorded refusal replays too")
+		Expect(body).To(MatchJSON(`{"error":"slow down"}`))
 		Expect(h2.Get("Retry-After")).To(Equal("3"))
 		status, _, body = lr.call(tok, "kv", "POST", "/kv/put", "new", `{"key":"c","value":"1"}`)
 		Expect(status).To(Equal(502), body)
