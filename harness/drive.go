@@ -106,6 +106,9 @@ func (h *Harness) drive(ctx context.Context, runID string, plan sandboxPlan) (re
 	// A world the harness started for the run (or an isolated run's
 	// instance) goes when the drive ends; its data stays for a resume.
 	defer h.releaseWorld(runID, r.scen.World, r.rec.Isolated != nil)
+	if r.rec.Isolated != nil {
+		defer h.stopShadows(runID) // an HTTP API's scratch upstream goes with its isolated run
+	}
 	started := time.Now()
 
 	dir, cleanupDir, err := sandbox.NewSocketDir()

@@ -168,8 +168,9 @@ type Harness struct {
 	sandbox sandbox.Backend // opened on first use (see backend)
 	janitor *janitor        // reaps dead runs' leftovers; started with the backend
 	live    map[string]bool
-	procs   *worldProcs  // command worlds started for runs (nil: none yet)
-	images  *imageWorlds // image worlds started for runs (nil: none yet)
+	procs   *worldProcs      // command worlds started for runs (nil: none yet)
+	images  *imageWorlds     // image worlds started for runs (nil: none yet)
+	shadows *shadowUpstreams // HTTP APIs' scratch upstreams started for isolated runs (nil: none yet)
 
 	control *controlServer // the state dir's control socket (nil: none)
 	// index keeps the runs' headers for QueryRuns, told by w of every run

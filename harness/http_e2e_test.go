@@ -12,6 +12,8 @@ import (
 
 	"github.com/overnight-dev/overnight/harness"
 	"github.com/overnight-dev/overnight/harness/harnesstest"
+	"github.com/overnight-dev/overnight/harness/history"
+	"github.com/overnight-dev/overnight/reflect"
 	"github.com/overnight-dev/overnight/sandbox/docker"
 	"github.com/overnight-dev/overnight/sandbox/protocol"
 	"github.com/overnight-dev/overnight/scenarios"
@@ -131,6 +133,118 @@ var _ = Describe("an agent calling etcd through the gateway's HTTP pass-through"
 		Expect(err).NotTo(HaveOccurred())
 		Expect(after).To(Equal(before), "nothing was written")
 	}, SpecTimeout(3*time.Minute))
+})
+
+var _ = Describe("a verify-gated put to etcd, reflected on against a scratch etcd", Ordered, func() {
+	var bin string
+	BeforeAll(func(ctx SpecContext) {
+		harnesstest.EtcdBinary(ctx, GinkgoT())
+		dir, err := os.MkdirTemp("", "ovn-etcd-reflect-")
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(os.RemoveAll, dir)
+		bin = filepath.Join(dir, "etcd-agent")
+		Expect(harnesstest.Build(ctx, "./examples/etcd/agent", bin, fmt.Sprintf("etcd-reflect-%d", time.Now().UnixNano()))).To(Succeed())
+		DeferCleanup(func(ctx SpecContext) {
+			eng := docker.New(dockerCli, docker.Options{})
+			if ref, err := eng.ImageRef(ctx, docker.ImageSpec{InitBinary: initBinary, AgentBinary: bin}); err == nil {
+				Expect(eng.RemoveImage(ctx, ref)).To(Succeed())
+			}
+		})
+	}, NodeTimeout(5*time.Minute))
+
+	// setUp starts etcd and a harness with the reflection loop, and reads
+	// examples/etcd/reflect.yaml pointed at both — without its shadow:
+	// block when noShadow.
+	setUp := func(ctx SpecContext, noShadow bool) (*harnesstest.Etcd, *harness.Harness, *scenarios.Scenario) {
+		e := harnesstest.StartEtcd(ctx, GinkgoT(), GinkgoT().TempDir())
+		DeferCleanup(e.Stop)
+		GinkgoT().Setenv("ETCD_TOKEN", e.Token)
+		path := filepath.Join(harnesstest.ModuleRoot(), "examples", "etcd", "reflect.yaml")
+		raw, err := os.ReadFile(path)
+		Expect(err).NotTo(HaveOccurred())
+		text := strings.ReplaceAll(strings.ReplaceAll(string(raw), "http://127.0.0.1:2379", e.URL), "./bin/etcd-agent", bin)
+		if noShadow {
+			from, to := strings.Index(text, "    # A scratch etcd"), strings.Index(text, "goal:")
+			Expect(from).To(BeNumerically(">", 0))
+			Expect(to).To(BeNumerically(">", from))
+			text = text[:from] + text[to:]
+		}
+		scen, err := scenarios.Parse(path, []byte(text))
+		Expect(err).NotTo(HaveOccurred())
+		ext, err := reflect.New(reflect.Options{})
+		Expect(err).NotTo(HaveOccurred())
+		return e, newHarnessWith(ctx, dockerCli, nil, harness.Options{Extension: ext}), scen
+	}
+
+	It("holds the agent's puts until a lesson is verified on a shadow etcd restored from the run, and the real etcd sees only the run's requests", func(ctx SpecContext) {
+		e, h, scen := setUp(ctx, false)
+		before, err := e.Revision(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		res, err := h.Run(ctx, harness.RunRequest{Scenario: scen})
+		Expect(err).NotTo(HaveOccurred())
+		logs, _ := h.Logs(res.RunID)
+		Expect(res.Verdict).To(Equal(harness.VerdictPass), "%s\n%+v\n%+v", res.Reason, res.Invariants, logs)
+		Expect(res.Reflections).To(HaveLen(1))
+		r := res.Reflections[0]
+		Expect(r.Decision).To(Equal(history.DecisionVerify), "%+v", r)
+		Expect(r.Reproduced.Failed).To(Equal(r.Reproduced.Runs), "the refusal came back in every replay on a shadow etcd")
+		Expect(r.Lesson.Text).To(ContainSubstring("without the lease"))
+		Expect(r.Verification.Verdict).To(Equal(harness.VerdictPass), "verified on a fresh shadow etcd")
+		Expect(res.Gate.Released).To(BeNumerically(">=", 2), "the corrected puts passed the gate on the strength of the verification")
+		Expect(res.Gate.Denied).To(BeZero())
+
+		// The shadows: each isolated run wrote to its own scratch etcd — the
+		// verification's holds the key the real run wrote before the
+		// refusal (the restore) and the two it wrote itself.
+		refls, err := h.History().Reflections(res.RunID)
+		Expect(err).NotTo(HaveOccurred())
+		verification, err := h.History().Load(ctx, refls[0].Verification.RunID)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(verification.Record.Isolated.Parent).To(Equal(res.RunID))
+		var done []string
+		for _, eff := range verification.Effects {
+			if eff.Status == protocol.StatusDone {
+				done = append(done, eff.Key)
+			}
+		}
+		Expect(done).To(Equal([]string{"put-0", "put-1/no-lease", "put-2/no-lease"}), "put-0 came with the fork; the other two the verification sent")
+
+		// The real etcd: only the real run's writes — put-0, then the two
+		// corrected puts after the verified lesson — moved its revision;
+		// nothing of the replays or the verification reached it.
+		after, err := e.Revision(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(after - before).To(BeEquivalentTo(3))
+		for i := range 3 {
+			v, err := e.Version(ctx, fmt.Sprintf("demo/%d", i))
+			Expect(err).NotTo(HaveOccurred())
+			Expect(v).To(Equal(1))
+		}
+		run, err := h.History().Load(ctx, res.RunID)
+		Expect(err).NotTo(HaveOccurred())
+		executed := 0
+		for _, eff := range run.Effects {
+			executed += eff.Executions
+		}
+		Expect(executed).To(Equal(4), "three puts done and the refused one: every request the real etcd received")
+		Expect(os.ReadDir(filepath.Join(h.StateDir(), "shadows"))).To(BeEmpty(), "every scratch etcd removed with its isolated run")
+	}, SpecTimeout(5*time.Minute))
+
+	It("says no shadow can be built when the API declares none, and keeps the gate shut: the real etcd gets nothing more", func(ctx SpecContext) {
+		e, h, scen := setUp(ctx, true)
+		before, err := e.Revision(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		res, err := h.Run(ctx, harness.RunRequest{Scenario: scen})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res.Verdict).To(Equal(harness.VerdictFail), res.Reason)
+		Expect(res.Reflections).To(HaveLen(1))
+		r := res.Reflections[0]
+		Expect(r.Decision).To(Equal(history.DecisionGaveUp))
+		Expect(r.Reason).To(ContainSubstring("HTTP API etcd declares no shadow"))
+		after, err := e.Revision(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(after-before).To(BeEquivalentTo(1), "put-0 alone: the refused put changed nothing, and no put passed the shut gate")
+	}, SpecTimeout(5*time.Minute))
 })
 
 func stderr(h *harness.Harness, runID string, n int) string {

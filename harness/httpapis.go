@@ -88,6 +88,18 @@ func (h *Harness) openHTTPWorlds(rec history.RunRecord, scen *scenarios.Scenario
 	}
 	return httpworld.Assemble(scen, store, answers, prefix, base, func(a scenarios.HTTPAPI, store world.Store, prefix []byte) (*httpworld.World, error) {
 		cfg := httpworld.Config{API: a}
+		if rec.Isolated != nil {
+			// An isolated run acts on the API's shadow, a scratch upstream
+			// the harness started for it, with no credential: the real
+			// upstream is never reached from a shadow.
+			url, ok := h.shadowURL(rec.ID, a.Name)
+			if !ok {
+				return nil, fmt.Errorf("%w: HTTP API %s of isolated run %s", errNoShadowURL, a.Name, rec.ID)
+			}
+			cfg.BaseURL = url
+			cfg.API.Mode = scenarios.HTTPLive
+			return httpworld.Open(cfg, store, prefix)
+		}
 		if c := a.Credentials; c != nil {
 			v := h.getenv(c.Env)
 			if v == "" {

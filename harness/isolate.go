@@ -145,7 +145,11 @@ func (h *Harness) fork(ctx context.Context, parent history.RunRecord, id string,
 		return nil, 0, err
 	}
 	var state world.State
-	if scen.World.Remote() {
+	if len(scen.HTTP) > 0 {
+		if state, err = h.forkHTTP(ctx, parent, id, scen, real, worldSeq); err != nil {
+			return nil, 0, err
+		}
+	} else if scen.World.Remote() {
 		if state, err = h.forkRemote(ctx, parent, id, scen, real, worldSeq); err != nil {
 			return nil, 0, err
 		}

@@ -275,8 +275,10 @@ func (h *Harness) killWorld(ctx context.Context, runID string, w scenarios.World
 	return fmt.Errorf("world %s is not one the harness starts", w.Label())
 }
 
-// stopWorlds stops every world the harness started (at Close).
+// stopWorlds stops every world the harness started (at Close), shadow
+// upstreams included.
 func (h *Harness) stopWorlds() {
+	h.stopAllShadows()
 	h.mu.Lock()
 	procs, images := h.procs, h.images
 	h.mu.Unlock()

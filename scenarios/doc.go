@@ -8,7 +8,14 @@
 //	kind: Scenario
 //	name: deploy                 # [a-z0-9][a-z0-9-]*
 //	description: "..."           # optional
-//	world: cloud                 # or {name: cloud, options: {...}}
+//	world: cloud                 # or {name: cloud, options: {...}}; optional with http:
+//	http:                        # optional: HTTP APIs the agent calls through the gateway
+//	  - name: etcd               # effect kinds http.etcd.<kind>; the agent's $OVERNIGHT_HTTP_ETCD
+//	    base_url: http://127.0.0.1:2379
+//	    routes: [{route: "POST /v3/kv/put", kind: put, identity: args.key}]   # identity: CEL over args
+//	    lookup: {route: "POST /v3/kv/range", body: '{"key": args.key}', found: 'has(response.count)'}
+//	    credentials: {header: Authorization, env: ETCD_TOKEN}  # from the harness's environment
+//	goal: {probe: {api: etcd, route: "POST /v3/kv/range", body: '{"key": task.key}'}, expect: 'has(response.count)'}
 //	agent:                       # exactly one of builtin / binary / image
 //	  builtin: deployer          # an example agent inside the overnight binary
 //	  # binary: ./bin/deployer   # static linux/amd64; relative to the scenario file's directory
@@ -48,7 +55,9 @@
 // the committed file is stale; Expected reads it to say what a value should look like.
 // Parse also checks what the schema does not: fault syntax, durations, one agent source, env
 // keys, duplicate keys, invariants listed twice, the LLM model spec ("replay:" is for the command line only),
-// one of reply or tool_calls per rule, the syntax of references and that each "$task" reference
+// the http: APIs (routes, names, lookups; every CEL expression compiled and type-checked, a
+// problem inside one reported at its own line and column), the goal's API, one of reply or
+// tool_calls per rule, the syntax of references and that each "$task" reference
 // names a path the task holds. Every problem is reported as file:line:column, and all
 // problems of a file are reported together (ErrorList), each with the JSON pointer of the value
 // it is about. Validate adds the checks of a caller that knows more (a harness: its worlds,

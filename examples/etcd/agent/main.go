@@ -11,7 +11,10 @@
 // each put with an Idempotency-Key header naming its step ("put-2"), so a
 // put it sent just before it was killed is answered from the harness's
 // record when it sends it again, instead of reaching etcd a second time.
-// It waits out a 503 or 429 (Retry-After) and retries under the same key.
+// It waits out a 503 or 429 (Retry-After) and retries under the same key;
+// any other refusal ends the attempt with a failure it reports. A lesson
+// the harness hands it (GET /v1/run) that says to put "without the lease"
+// is followed: the task's lease is left out, under new keys.
 //
 // With --no-idempotency it is the deliberately broken variant: no
 // Idempotency-Key, and it never reads its checkpoint back, so after a
@@ -38,13 +41,24 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 )
 
-// Task is the scenario's task: count keys prefix0 .. prefix<count-1>.
+// Task is the scenario's task: count keys prefix0 .. prefix<count-1>;
+// from key LeaseFrom on, attached to lease Lease when it is set (a lease
+// etcd may not have: the reflection example's mistake).
 type Task struct {
-	Prefix string `json:"prefix"`
-	Count  int    `json:"count"`
+	Prefix    string `json:"prefix"`
+	Count     int    `json:"count"`
+	Lease     string `json:"lease,omitempty"`
+	LeaseFrom int    `json:"lease_from,omitempty"`
+}
+
+// Lesson is one of the lessons the harness hands the attempt.
+type Lesson struct {
+	ID   string `json:"id"`
+	Text string `json:"text"`
 }
 
 // Exit codes.
@@ -97,8 +111,9 @@ func newAgent() (*agent, error) {
 
 func (a *agent) run(ctx context.Context, keyed bool) error {
 	var info struct {
-		Attempt int  `json:"attempt"`
-		Task    Task `json:"task"`
+		Attempt int      `json:"attempt"`
+		Task    Task     `json:"task"`
+		Lessons []Lesson `json:"lessons"`
 	}
 	if err := a.call(ctx, http.MethodGet, "/v1/run", nil, &info); err != nil {
 		return err
@@ -116,6 +131,17 @@ func (a *agent) run(ctx context.Context, keyed bool) error {
 		}
 		step = cp.Step
 	}
+	// A lesson that says to leave the lease out is followed: the corrected
+	// puts go under new keys (the refused one's key is final for its body).
+	noLease := ""
+	for _, l := range info.Lessons {
+		if strings.Contains(strings.ToLower(l.Text), "without the lease") {
+			noLease = l.ID
+		}
+	}
+	if noLease != "" {
+		_ = a.call(ctx, http.MethodPost, "/v1/events", map[string]any{"type": "lesson.used", "message": "puts without the lease", "data": map[string]string{"lesson": noLease}}, nil)
+	}
 	fmt.Printf("attempt %d: writing keys %d..%d of %s\n", info.Attempt, step, info.Task.Count-1, info.Task.Prefix)
 	for i := step; i < info.Task.Count; i++ {
 		key := info.Task.Prefix + strconv.Itoa(i)
@@ -123,7 +149,15 @@ func (a *agent) run(ctx context.Context, keyed bool) error {
 		if keyed {
 			idem = fmt.Sprintf("put-%d", i)
 		}
-		if err := a.put(ctx, key, "value-"+strconv.Itoa(i), idem); err != nil {
+		lease := ""
+		if info.Task.Lease != "" && i >= info.Task.LeaseFrom {
+			if noLease == "" {
+				lease = info.Task.Lease
+			} else if idem != "" {
+				idem += "/no-lease"
+			}
+		}
+		if err := a.put(ctx, key, "value-"+strconv.Itoa(i), lease, idem); err != nil {
 			return err
 		}
 		if err := a.call(ctx, http.MethodPut, "/v1/checkpoint", map[string]any{"step": i + 1, "state": map[string]any{"written": i + 1}}, nil); err != nil {
@@ -136,10 +170,14 @@ func (a *agent) run(ctx context.Context, keyed bool) error {
 // put writes key=value through etcd's JSON gateway (keys and values are
 // base64), waiting out a 503 or 429 and retrying under the same
 // Idempotency-Key.
-func (a *agent) put(ctx context.Context, key, value, idem string) error {
-	body, _ := json.Marshal(map[string]string{
+func (a *agent) put(ctx context.Context, key, value, lease, idem string) error {
+	req := map[string]string{
 		"key": base64.StdEncoding.EncodeToString([]byte(key)), "value": base64.StdEncoding.EncodeToString([]byte(value)),
-	})
+	}
+	if lease != "" {
+		req["lease"] = lease
+	}
+	body, _ := json.Marshal(req)
 	for try := 1; ; try++ {
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.etcd+"/v3/kv/put", bytes.NewReader(body))
 		if err != nil {
