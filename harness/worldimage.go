@@ -14,6 +14,7 @@ import (
 
 	"github.com/overnight-dev/overnight/sandbox"
 	"github.com/overnight-dev/overnight/scenarios"
+	"github.com/overnight-dev/overnight/scenarios/world/remote"
 )
 
 // worldDataPath is where an image world's data dir is mounted inside its
@@ -169,7 +170,7 @@ func (iw *imageWorlds) start(ctx context.Context, runID string, e *imageWorld) (
 		c.code, _ = svc.Wait(context.Background()) // until it exits, or is removed
 		close(c.done)
 	}()
-	if err := waitDescribe(ctx, c.base, c.done, c.exited); err != nil {
+	if err := remote.WaitDescribe(ctx, c.base, worldStartTimeout, c.done, c.exited); err != nil {
 		iw.retire(ctx, runID, e, "it did not answer describe")
 		return "", fmt.Errorf("%w: world %s did not answer describe at %s within %s: %w (its log: %s%s)",
 			ErrWorldUnreachable, w.Label(), c.base, worldStartTimeout, err, logPath, tail(logPath))

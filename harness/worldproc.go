@@ -5,10 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -130,7 +128,7 @@ func (p *worldProcs) ensure(ctx context.Context, runID string, w scenarios.World
 		close(wp.done)
 	}()
 	_ = os.WriteFile(filepath.Join(dir, "world.pid"), []byte(strconv.Itoa(cmd.Process.Pid)+"\n"), 0o644)
-	if err := waitDescribe(ctx, wp.base, wp.done, func() string { return fmt.Sprintf("the process exited (%v)", wp.cmd.ProcessState) }); err != nil {
+	if err := remote.WaitDescribe(ctx, wp.base, worldStartTimeout, wp.done, func() string { return fmt.Sprintf("the process exited (%v)", wp.cmd.ProcessState) }); err != nil {
 		killGroup(wp, 0)
 		return "", fmt.Errorf("%w: world %s did not answer describe at %s within %s: %w (its log: %s%s)",
 			ErrWorldUnreachable, w.Label(), wp.base, worldStartTimeout, err, logPath, tail(logPath))
@@ -153,36 +151,6 @@ func worldEnv(extra map[string]string, addr, data string) []string {
 		env = append(env, k+"="+v)
 	}
 	return append(env, EnvWorldAddr+"="+addr, EnvWorldData+"="+data)
-}
-
-// waitDescribe polls describe at base until the world answers it, done
-// closes (the world exited: exited says how), or worldStartTimeout passes.
-func waitDescribe(ctx context.Context, base string, done <-chan struct{}, exited func() string) error {
-	ctx, cancel := context.WithTimeout(ctx, worldStartTimeout)
-	defer cancel()
-	client := &http.Client{Timeout: 2 * time.Second}
-	var last error
-	for i := 0; i < 3000; i++ {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+remote.PathDescribe, nil)
-		resp, err := client.Do(req)
-		if err == nil {
-			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-			err = fmt.Errorf("describe answered %s", resp.Status)
-		}
-		last = err
-		select {
-		case <-done:
-			return errors.New(exited())
-		case <-ctx.Done():
-			return fmt.Errorf("%w (last: %v)", context.Cause(ctx), last)
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-	return last
 }
 
 // stop ends run runID's command world, if this harness started one:

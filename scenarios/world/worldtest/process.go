@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"strings"
@@ -128,45 +127,11 @@ func (k *kit) start(ctx context.Context) (*worldProc, error) {
 	}
 	p := &worldProc{cmd: cmd, base: "http://" + addr, done: make(chan struct{}), out: out}
 	go func() { _ = cmd.Wait(); close(p.done) }()
-	if err := k.waitDescribe(ctx, p); err != nil {
+	if err := remote.WaitDescribe(ctx, p.base, k.opts.StartTimeout, p.done, func() string { return fmt.Sprintf("the process exited (%v)", p.cmd.ProcessState) }); err != nil {
 		p.kill()
 		return nil, fmt.Errorf("%w: %q did not answer describe at %s within %s: %v%s", ErrNoAnswer, k.command, p.base, k.opts.StartTimeout, err, p.out.ending())
 	}
 	return p, nil
-}
-
-// waitDescribe polls describe until the world answers it 200, the process
-// exits, or StartTimeout passes.
-func (k *kit) waitDescribe(ctx context.Context, p *worldProc) error {
-	ctx, cancel := context.WithTimeout(ctx, k.opts.StartTimeout)
-	defer cancel()
-	client := &http.Client{Timeout: 2 * time.Second}
-	defer client.CloseIdleConnections()
-	var last error
-	for range 5000 { // 20 ms apart: StartTimeout bounds it first
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.base+remote.PathDescribe, nil)
-		if err != nil {
-			return err
-		}
-		resp, err := client.Do(req)
-		if err == nil {
-			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-			err = fmt.Errorf("describe answered %s", resp.Status)
-		}
-		last = err
-		select {
-		case <-p.done:
-			return fmt.Errorf("the process exited (%v)", p.cmd.ProcessState)
-		case <-ctx.Done():
-			return fmt.Errorf("%w (last: %v)", context.Cause(ctx), last)
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-	return last
 }
 
 // kill SIGKILLs the world's process group and waits until it is reaped.
