@@ -11,9 +11,11 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	. "github.com/onsi/gomega/gstruct"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/overnight-dev/overnight/harness"
 	"github.com/overnight-dev/overnight/harness/harnesstest"
 	"github.com/overnight-dev/overnight/scenarios"
 	"github.com/overnight-dev/overnight/scenarios/agents"
@@ -41,7 +43,20 @@ type validateOutput struct {
 			Pointer  *string `json:"pointer"`
 			Expected string  `json:"expected"`
 		} `json:"errors"`
+		Routing []harness.Route `json:"routing"`
 	} `json:"files"`
+}
+
+// unindented is stdout's lines that do not begin with a space: validate's
+// line per file or problem, without the details under them.
+func unindented(stdout string) []string {
+	var lines []string
+	for _, l := range strings.Split(strings.TrimSuffix(stdout, "\n"), "\n") {
+		if !strings.HasPrefix(l, " ") {
+			lines = append(lines, l)
+		}
+	}
+	return lines
 }
 
 // decodeValidate checks that stdout is exactly one JSON document of
@@ -70,7 +85,8 @@ var _ = Describe("overnight validate", func() {
 		file := scenarioFile(GinkgoT().TempDir(), "ok.yaml", validHeader)
 		o := overnight(ctx, GinkgoT().TempDir(), nil, "validate", file, "deploy", "week", "deploy-v2")
 		Expect(o.code).To(Equal(0), o.stdout+o.stderr)
-		Expect(o.stdout).To(Equal(file + ": valid\ndeploy: valid\nweek: valid\ndeploy-v2: valid\n"))
+		Expect(unindented(o.stdout)).To(Equal([]string{file + ": valid", "deploy: valid", "week: valid", "deploy-v2: valid"}))
+		Expect(o.stdout).To(ContainSubstring(file+": valid\n  effect kinds, routed by prefix"), "each valid file's routing under it")
 		Expect(o.stderr).To(BeEmpty())
 
 		o = overnight(ctx, GinkgoT().TempDir(), nil, "validate", "--output", "json", "deploy", file)
@@ -170,13 +186,8 @@ var _ = Describe("overnight validate", func() {
 
 		o := overnight(ctx, GinkgoT().TempDir(), nil, args...)
 		Expect(o.code).To(Equal(3), o.stderr)
-		var lines []string
-		for _, l := range strings.Split(strings.TrimSuffix(o.stdout, "\n"), "\n") {
-			if !strings.HasPrefix(l, "    expected: ") {
-				lines = append(lines, l)
-			}
-		}
-		Expect(lines).To(Equal([]string{
+		// Without the expected shapes and the valid files' routing, both indented.
+		Expect(unindented(o.stdout)).To(Equal([]string{
 			good + ": valid",
 			bad1 + `:3:7: name: "Bad_Name" does not match ^[a-z0-9][a-z0-9-]*$`,
 			bad1 + `:7:15: faults[0]: invalid fault "kill@stp:3": unknown trigger "stp" (want step:N, effect:N[:before|after], llm:N, t:DURATION, every:DURATION, rate:R/DURATION)`,
@@ -208,6 +219,52 @@ var _ = Describe("overnight validate", func() {
 		Expect(out.Files[4].Errors[0].Line).To(BeZero(), "a file that cannot be read has no position")
 		Expect(out.Files[4].Errors[0].Pointer).To(BeNil())
 		Expect(out.Files[4].Errors[0].Message).To(ContainSubstring("no such file"))
+	})
+
+	It("shows where a valid scenario's effect kinds go: each HTTP API by its prefix, its world: for every other kind; so does overnight worlds FILE", func(ctx SpecContext) {
+		file := scenarioFile(GinkgoT().TempDir(), "two.yaml", validHeader+`http:
+  - name: store
+    base_url: http://127.0.0.1:9
+    routes:
+      - {route: "POST /v1/put", kind: put, identity: args.key}
+      - {route: "GET /v1/get", kind: get, read_only: true}
+`)
+		o := overnight(ctx, GinkgoT().TempDir(), nil, "validate", file)
+		Expect(o.code).To(Equal(0), o.stdout+o.stderr)
+		lines := strings.Split(o.stdout, "\n")
+		Expect(lines[0]).To(Equal(file + ": valid"))
+		Expect(strings.Fields(lines[2])).To(Equal([]string{"http.store.*", "->", "HTTP", "API", "store", "at", "http://127.0.0.1:9"}))
+		Expect(strings.Fields(lines[3])).To(Equal([]string{"http.store.put", "POST", "/v1/put,", "identity", "args.key"}))
+		Expect(strings.Fields(lines[4])).To(Equal([]string{"http.store.get", "GET", "/v1/get,", "read-only"}))
+		Expect(strings.Fields(lines[5])).To(Equal([]string{"every", "other", "kind", "->", "world", "cloud", "(built-in)"}))
+		Expect(o.stdout).To(ContainSubstring("cloud.create_network"))
+
+		o = overnight(ctx, GinkgoT().TempDir(), nil, "validate", file, "-o", "json")
+		Expect(o.code).To(Equal(0), o.stderr)
+		routes := decodeValidate(o.stdout).Files[0].Routing
+		Expect(routes).To(HaveLen(2))
+		Expect(routes[0]).To(MatchFields(IgnoreExtras, Fields{"Prefix": Equal("http.store."), "World": Equal("store"), "Via": Equal("http"), "Target": Equal("http://127.0.0.1:9")}))
+		Expect(routes[0].Kinds).To(Equal([]harness.RoutedKind{
+			{Kind: "http.store.put", Route: "POST /v1/put", Identity: "args.key"},
+			{Kind: "http.store.get", Route: "GET /v1/get", ReadOnly: true},
+		}))
+		Expect(routes[1]).To(MatchFields(IgnoreExtras, Fields{"Prefix": Equal(""), "World": Equal("cloud"), "Via": Equal("built-in")}))
+		Expect(routes[1].Kinds).To(ContainElement(harness.RoutedKind{Kind: "cloud.list", ReadOnly: true, Idempotent: true}))
+
+		o = overnight(ctx, GinkgoT().TempDir(), nil, "worlds", file, "-o", "json")
+		Expect(o.code).To(Equal(0), o.stderr)
+		var worlds struct {
+			Scenarios []struct {
+				File    string          `json:"file"`
+				Routing []harness.Route `json:"routing"`
+			} `json:"scenarios"`
+		}
+		Expect(json.Unmarshal([]byte(o.stdout), &worlds)).To(Succeed())
+		Expect(worlds.Scenarios).To(HaveLen(1))
+		Expect(worlds.Scenarios[0].Routing).To(Equal(routes), "worlds FILE shows what validate shows")
+		o = overnight(ctx, GinkgoT().TempDir(), nil, "worlds", file)
+		Expect(o.code).To(Equal(0), o.stderr)
+		Expect(o.stdout).To(HavePrefix(file + "\neffect kinds, routed by prefix"))
 	})
 
 	It("is a usage error without a file, as JSON too", func(ctx SpecContext) {

@@ -18,6 +18,9 @@ type fileReport struct {
 	File   string          `json:"file"` // as given on the command line
 	Valid  bool            `json:"valid"`
 	Errors []problemReport `json:"errors"` // empty when valid
+	// Routing is where the scenario's effect kinds go (harness.Routing),
+	// when it is valid.
+	Routing []harness.Route `json:"routing,omitempty"`
 }
 
 // problemReport is one problem of a file. Line, Column and Pointer are set
@@ -43,7 +46,8 @@ func validateCmd(g *globals) *cobra.Command {
 schema (overnight schema prints it), fault syntax and kinds, durations,
 agents, the llm block, the world and the task's shape, the built-in agents,
 the faults against the capabilities of the --backend's sandboxes — without a
-state dir or a Docker engine. Every problem of every file is
+state dir or a Docker engine. For a valid file it prints the routing of its
+effect kinds: which world (its world:, each HTTP API) serves which prefix. Every problem of every file is
 reported, each as file:line:column: message, with the shape expected there
 when the schema says. Exit 0 when every file is valid, 3 when any is not.`,
 		Example: `  overnight validate my-scenario.yaml
@@ -69,6 +73,7 @@ when the schema says. Exit 0 when every file is valid, 3 when any is not.`,
 				for _, r := range reports {
 					if r.Valid {
 						fmt.Fprintf(g.stdout, "%s: valid\n", r.File)
+						printRouting(g.stdout, "  ", r.Routing)
 					}
 					for _, p := range r.Errors {
 						fmt.Fprintln(g.stdout, p.text)
@@ -114,9 +119,10 @@ func loadScenario(arg string, backend sandbox.Type) (*scenarios.Scenario, error)
 // loadScenario and reports its problems.
 func validateFile(arg string, backend sandbox.Type) fileReport {
 	r := fileReport{File: arg, Errors: []problemReport{}}
-	_, err := loadScenario(arg, backend)
+	scen, err := loadScenario(arg, backend)
 	if err == nil {
 		r.Valid = true
+		r.Routing = harness.Routing(scen, nil)
 		return r
 	}
 	list, ok := scenarios.Problems(err)

@@ -19,10 +19,22 @@ import (
 func worldsCmd(g *globals) *cobra.Command {
 	var output string
 	cmd := &cobra.Command{
-		Use:   "worlds",
-		Short: "Print the simulated worlds: effect kinds (arguments, results) and errors (codes, details, examples) per API version, and how goal-reached is judged",
-		Args:  cobra.NoArgs,
+		Use:   "worlds [SCENARIO...]",
+		Short: "Print the built-in worlds (effect kinds, errors, goals per API version), or a scenario's routing of effect kinds to its worlds",
+		Long: `worlds prints the built-in worlds: each API version's effect kinds with
+their arguments and results, the errors it answers with (codes, details, an
+example the world itself answered), and how goal-reached is judged.
+
+Given scenarios (files or built-in names), it prints instead where each
+one's effect kinds go: its world: and each HTTP API, by prefix — what
+validate prints for a valid file. A scenario with problems is reported as
+validate reports it (exit 3).`,
+		Example: `  overnight worlds
+  overnight worlds examples/etcd/scenario.yaml deploy -o json`,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return printScenarioRouting(g, args, output)
+			}
 			var defs []world.Definition
 			for _, d := range harness.DefaultWorlds().Definitions() {
 				described, err := d.Describe(cmd.Context())
@@ -134,4 +146,33 @@ func printErrors(w io.Writer, v world.Version) {
 			fmt.Fprintf(w, "      answers: {\"status\": \"failed\", \"error\": %s}\n", b)
 		}
 	}
+}
+
+// printScenarioRouting prints the routing of each scenario named (see
+// harness.Routing): {"scenarios": [{"file", "routing"}]} in JSON.
+func printScenarioRouting(g *globals, args []string, output string) error {
+	backend, err := g.sandboxType()
+	if err != nil {
+		return err
+	}
+	type entry struct {
+		File    string          `json:"file"`
+		Routing []harness.Route `json:"routing"`
+	}
+	list := make([]entry, 0, len(args))
+	for _, arg := range args {
+		scen, err := loadScenario(arg, backend)
+		if err != nil {
+			return err
+		}
+		list = append(list, entry{arg, harness.Routing(scen, nil)})
+	}
+	if output == "json" {
+		return writeJSON(g.stdout, map[string]any{"scenarios": list})
+	}
+	for _, e := range list {
+		fmt.Fprintf(g.stdout, "%s\n", e.File)
+		printRouting(g.stdout, "", e.Routing)
+	}
+	return nil
 }

@@ -1,0 +1,121 @@
+package harness
+
+import (
+	"sort"
+	"strings"
+
+	"github.com/overnight-dev/overnight/scenarios"
+	"github.com/overnight-dev/overnight/scenarios/world"
+)
+
+// Route is where one family of a scenario's effect kinds goes: an effect's
+// kind is served by the route with the longest prefix it starts with, and
+// a kind no route claims is refused (400 unknown_kind) without reaching
+// any world. `overnight validate` and `overnight worlds SCENARIO` print a
+// scenario's routes.
+type Route struct {
+	// Prefix is what the route's kinds start with ("http.etcd."); "" is
+	// the scenario's world:, which serves every kind no other route claims.
+	Prefix string `json:"prefix"`
+	World  string `json:"world"`  // the world's name (an HTTP API's name)
+	Via    string `json:"via"`    // "built-in", "url", "command", "image" or "http"
+	Target string `json:"target"` // where it is served from: the URL, command, image or base URL ("" for a built-in world)
+	// Kinds are the route's kinds as far as they are known before the run:
+	// a built-in world's (its first API version's), an HTTP API's routes. A
+	// remote world's are what it describes when the run starts: none here.
+	Kinds []RoutedKind `json:"kinds"`
+	// Note says what else to know: the API versions a built-in world
+	// moves through, or that a remote world describes its own kinds.
+	Note string `json:"note,omitempty"`
+}
+
+// RoutedKind is one effect kind of a Route.
+type RoutedKind struct {
+	Kind        string `json:"kind"`
+	Route       string `json:"route,omitempty"` // an HTTP API's "METHOD /path"
+	ReadOnly    bool   `json:"read_only,omitempty"`
+	Idempotent  bool   `json:"idempotent,omitempty"`
+	Destructive bool   `json:"destructive,omitempty"`
+	Identity    string `json:"identity,omitempty"` // what names the resource a request acts on, over args
+}
+
+// Flags are the kind's flags for people: "read-only", "idempotent",
+// "destructive".
+func (k RoutedKind) Flags() []string {
+	var out []string
+	for _, f := range []struct {
+		on   bool
+		name string
+	}{{k.ReadOnly, "read-only"}, {k.Idempotent, "idempotent"}, {k.Destructive, "destructive"}} {
+		if f.on {
+			out = append(out, f.name)
+		}
+	}
+	return out
+}
+
+// Routing is the routing of scen's effect kinds to its worlds — its HTTP
+// APIs' and its world:'s — longest prefix first, built-in worlds described
+// from worlds (DefaultWorlds when nil). It reads the scenario only: nothing
+// is started or called.
+func Routing(scen *scenarios.Scenario, worlds *world.Registry) []Route {
+	if worlds == nil {
+		worlds = DefaultWorlds()
+	}
+	var out []Route
+	for _, a := range scen.HTTP {
+		r := Route{Prefix: a.EffectKind(""), World: a.Name, Via: "http", Target: a.BaseURL, Kinds: []RoutedKind{}}
+		for _, rt := range a.Routes {
+			k := RoutedKind{Kind: a.EffectKind(rt.Kind), Route: rt.String(),
+				ReadOnly: rt.ReadOnly, Idempotent: rt.Idempotent, Destructive: rt.Destructive}
+			if rt.Identity != nil {
+				k.Identity = rt.Identity.Source()
+			}
+			r.Kinds = append(r.Kinds, k)
+		}
+		if a.Mode != "" && a.Mode != scenarios.HTTPLive {
+			r.Note = "mode " + a.Mode
+		}
+		out = append(out, r)
+	}
+	sort.SliceStable(out, func(i, j int) bool { return len(out[i].Prefix) > len(out[j].Prefix) })
+	if scen.HasWorld() {
+		out = append(out, baseRoute(scen.World, worlds))
+	}
+	return out
+}
+
+// baseRoute is the route of a scenario's world:.
+func baseRoute(w scenarios.World, worlds *world.Registry) Route {
+	r := Route{World: w.Name, Kinds: []RoutedKind{}}
+	switch {
+	case w.URL != "":
+		r.Via, r.Target = "url", w.URL
+	case len(w.Command) > 0:
+		r.Via, r.Target = "command", strings.Join(w.Command, " ")
+	case w.Image != "":
+		r.Via, r.Target = "image", w.Image
+	default:
+		r.Via = "built-in"
+	}
+	if r.Via != "built-in" {
+		r.Note = "the world describes its kinds when the run starts"
+		return r
+	}
+	d, ok := worlds.Definition(w.Name)
+	if !ok || len(d.Versions) == 0 {
+		return r
+	}
+	for _, k := range d.Versions[0].Kinds {
+		r.Kinds = append(r.Kinds, RoutedKind{Kind: k.Name, ReadOnly: k.ReadOnly, Idempotent: k.Idempotent,
+			Destructive: k.Destructive, Identity: k.Identity})
+	}
+	if len(d.Versions) > 1 {
+		names := make([]string, 0, len(d.Versions))
+		for _, v := range d.Versions {
+			names = append(names, v.Name)
+		}
+		r.Note = "API " + d.Versions[0].Name + "'s kinds; an api-version fault moves it through " + strings.Join(names, ", ")
+	}
+	return r
+}
