@@ -53,6 +53,7 @@ import (
 	"github.com/overnight-dev/overnight/sandbox"
 	"github.com/overnight-dev/overnight/scenarios"
 	"github.com/overnight-dev/overnight/scenarios/cloud"
+	"github.com/overnight-dev/overnight/scenarios/fleet"
 	"github.com/overnight-dev/overnight/scenarios/invariant"
 	"github.com/overnight-dev/overnight/scenarios/world"
 )
@@ -230,10 +231,12 @@ func Open(ctx context.Context, opts Options) (*Harness, error) {
 	return h, nil
 }
 
-// DefaultWorlds returns a registry of the worlds this version ships: cloud.
+// DefaultWorlds returns a registry of the worlds this version ships:
+// cloud and fleet.
 func DefaultWorlds() *world.Registry {
 	r := world.NewRegistry()
 	cloud.Register(r)
+	fleet.Register(r)
 	return r
 }
 

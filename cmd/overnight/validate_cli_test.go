@@ -160,7 +160,7 @@ var _ = Describe("overnight validate", func() {
 		Entry("an unknown key in the reflect block", validHeader+"reflect:\n  retries: 2\n",
 			8, 3, "/reflect/retries", `reflect: unknown field "retries"; allowed: max, replays`, ""),
 		Entry("an unknown world", strings.Replace(validHeader, "world: cloud", "world: mars", 1),
-			4, 8, "/world", `world: unknown world "mars" (worlds: [cloud]; see `+"`overnight worlds`)", "The world the agent acts on: a built-in's name"),
+			4, 8, "/world", `world: unknown world "mars" (worlds: [cloud fleet]; see `+"`overnight worlds`)", "The world the agent acts on: a built-in's name"),
 		Entry("an invariant the harness's registry lacks", validHeader+"invariants: [goal-reached, fast]\n",
 			7, 28, "/invariants/1", `invariants[1]: unknown invariant "fast" (invariants: "no-duplicate-effects", "goal-reached", "no-lost-progress", "effects-resolved", "faults-fired")`, "Invariant names: the built-in"),
 		Entry("an unknown built-in agent", strings.Replace(validHeader, "builtin: deployer", "builtin: nobody", 1),
