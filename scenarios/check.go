@@ -76,8 +76,11 @@ func (b *builder) build(root map[string]any) *Scenario {
 	if apis, ok := root["http"].([]any); ok {
 		sc.HTTP = b.httpAPIs(apis)
 	}
-	if _, ok := root["world"]; !ok && len(sc.HTTP) == 0 {
-		// The schema cannot say "world, unless http": the builder does, as the schema would.
+	if m, ok := root["mcp"].(map[string]any); ok {
+		sc.MCP = b.mcp(m, sc.HTTP)
+	}
+	if _, ok := root["world"]; !ok && !sc.HasAPIs() {
+		// The schema cannot say "world, unless http or mcp": the builder does, as the schema would.
 		n := b.t.rootNode
 		if loc := b.t.at[""]; loc != nil {
 			n = loc.value
@@ -221,7 +224,7 @@ func (b *builder) build(root map[string]any) *Scenario {
 
 	sc.Invariants = DefaultInvariants()
 	if sc.Goal == nil && !sc.HasWorld() {
-		// Nothing judges a goal: a scenario of HTTP APIs alone has one
+		// Nothing judges a goal: a scenario of HTTP APIs or MCP servers alone has one
 		// only when it declares goal:.
 		sc.Invariants = slices.DeleteFunc(sc.Invariants, func(n string) bool { return n == invariant.GoalReached })
 	}

@@ -53,10 +53,13 @@ type Scenario struct {
 	Name        string // [a-z0-9][a-z0-9-]*
 	Description string
 
-	World World // the world the agent acts on; zero when the scenario declares only HTTP APIs (see HasWorld)
+	World World // the world the agent acts on; zero when the scenario declares only HTTP APIs or MCP servers (see HasWorld)
 	// HTTP are the HTTP APIs the agent calls through the gateway, in file
 	// order; nil if none.
 	HTTP []HTTPAPI
+	// MCP is the mcp: block, the MCP servers the agent calls through the
+	// gateway; nil if none.
+	MCP *MCP
 	// Goal judges goal-reached from an HTTP API's answer to a probe; nil:
 	// the world's own goal judges.
 	Goal  *Goal

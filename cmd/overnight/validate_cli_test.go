@@ -267,6 +267,25 @@ var _ = Describe("overnight validate", func() {
 		Expect(o.stdout).To(HavePrefix(file + "\neffect kinds, routed by prefix"))
 	})
 
+	It("shows an MCP server's route by its prefix, its tools listed when the run starts", func(ctx SpecContext) {
+		file := scenarioFile(GinkgoT().TempDir(), "mcp.yaml", validHeader+`mcp:
+  servers:
+    - {name: tickets, command: [python3, tickets.py]}
+    - {name: notes, url: "http://127.0.0.1:9/mcp"}
+`)
+		o := overnight(ctx, GinkgoT().TempDir(), nil, "validate", file)
+		Expect(o.code).To(Equal(0), o.stdout+o.stderr)
+		Expect(o.stdout).To(MatchRegexp(`mcp\.tickets\.\*\s+-> MCP server tickets \(python3 tickets\.py\)`))
+		Expect(o.stdout).To(MatchRegexp(`mcp\.notes\.\*\s+-> MCP server notes \(http://127\.0\.0\.1:9/mcp\)`))
+		o = overnight(ctx, GinkgoT().TempDir(), nil, "validate", file, "-o", "json")
+		Expect(o.code).To(Equal(0), o.stderr)
+		routes := decodeValidate(o.stdout).Files[0].Routing
+		Expect(routes).To(HaveLen(3))
+		Expect(routes[0]).To(MatchFields(IgnoreExtras, Fields{"Prefix": Equal("mcp.tickets."), "World": Equal("tickets"), "Via": Equal("mcp"), "Target": Equal("python3 tickets.py")}))
+		Expect(routes[1]).To(MatchFields(IgnoreExtras, Fields{"Prefix": Equal("mcp.notes."), "Via": Equal("mcp"), "Target": Equal("http://127.0.0.1:9/mcp")}))
+		Expect(routes[2].Via).To(Equal("built-in"))
+	})
+
 	It("is a usage error without a file, as JSON too", func(ctx SpecContext) {
 		o := overnight(ctx, GinkgoT().TempDir(), nil, "validate", "-o", "json")
 		Expect(o.code).To(Equal(3))
