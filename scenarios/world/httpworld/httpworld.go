@@ -436,15 +436,7 @@ func (w *World) replay(ctx context.Context, route scenarios.HTTPRoute, req world
 		}
 		seen++
 	}
-	run := w.cfg.RecordingRun
-	if run == "" {
-		run = "(none given)"
-	}
-	return world.Outcome{Status: protocol.StatusFailed, Error: &protocol.EffectError{
-		Code: CodeReplayDiverged, Status: http.StatusBadGateway,
-		Message: fmt.Sprintf("replay of HTTP API %s diverged: the recording of run %s answers %s with these args %d time(s), and this is request %d; it was not sent upstream",
-			w.cfg.API.Name, run, route, seen, n+1),
-	}}, nil
+	return w.diverged(route, n+1, seen), nil
 }
 
 func compact(raw json.RawMessage) []byte {
@@ -556,8 +548,12 @@ func (w *World) record(ctx context.Context, e world.LedgerEntry) error {
 }
 
 // Duplicates implements world.World: see DuplicatesIn. The journal is
-// read once; what this World records after is indexed as it goes.
+// read once; what this World records after is indexed as it goes. A
+// diverged replay's are not known: an error wrapping ErrReplayDiverged.
 func (w *World) Duplicates(ctx context.Context) ([]world.Duplicate, error) {
+	if err := w.notDiverged(ctx, "no-duplicate-effects on HTTP API "+w.cfg.API.Name); err != nil {
+		return nil, err
+	}
 	w.dupMu.Lock()
 	defer w.dupMu.Unlock()
 	if w.dups == nil {
