@@ -15,6 +15,7 @@ import (
 	"github.com/overnight-dev/overnight/harness/harnesstest"
 	"github.com/overnight-dev/overnight/sandbox/docker"
 	"github.com/overnight-dev/overnight/scenarios"
+	"github.com/overnight-dev/overnight/scenarios/world/httpworld"
 )
 
 var _ = Describe("an HTTP replay of a run recorded against a real etcd", Ordered, func() {
@@ -59,6 +60,20 @@ var _ = Describe("an HTTP replay of a run recorded against a real etcd", Ordered
 		Expect(rec.ReplayDivergence).To(BeNil(), "a recording diverges from nothing")
 	}, NodeTimeout(5*time.Minute))
 
+	It("journals the goal's probe with the recording: its request and etcd's answer", func(ctx SpecContext) {
+		run, err := h.History().Load(ctx, rec.RunID)
+		Expect(err).NotTo(HaveOccurred())
+		var probes []string
+		for _, e := range run.Ledger {
+			if e.Kind == httpworld.EventProbe {
+				probes = append(probes, string(e.Args)+" -> "+string(e.Outcome.Result))
+			}
+		}
+		Expect(probes).To(HaveLen(1))
+		Expect(probes[0]).To(ContainSubstring(`"route":"POST /v3/kv/range"`))
+		Expect(probes[0]).To(ContainSubstring(`"count":"3"`), "etcd's answer: three keys under demo/")
+	})
+
 	It("names the first request the recording cannot answer, never sends it, and judges nothing of the world: unknown, not a pass", func(ctx SpecContext) {
 		before, err := etcd.Revision(ctx)
 		Expect(err).NotTo(HaveOccurred())
@@ -86,5 +101,19 @@ var _ = Describe("an HTTP replay of a run recorded against a real etcd", Ordered
 		after, err := etcd.Revision(ctx)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(after).To(Equal(before), "a replay sends nothing upstream")
+	}, SpecTimeout(3*time.Minute))
+
+	It("judges goal-reached from the recorded probe with etcd stopped: a faithful replay passes without contacting etcd", func(ctx SpecContext) {
+		etcd.Stop()
+		_, err := etcd.Revision(ctx)
+		Expect(err).To(HaveOccurred(), "etcd is gone")
+		res, err := h.Run(ctx, harness.RunRequest{Scenario: scen, HTTPReplay: rec.RunID})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res.Verdict).To(Equal(harness.VerdictPass), "%s\n%+v", res.Reason, res.Invariants)
+		Expect(res.ReplayDivergence).To(BeNil())
+		goal := invariant(res, harness.InvGoalReached)
+		Expect(goal.Verdict).To(Equal(harness.VerdictPass))
+		Expect(goal.Detail).To(ContainSubstring(`POST /v3/kv/range of HTTP API etcd answered {"count":"3"`))
+		Expect(res.HistoryDigest).To(Equal(rec.HistoryDigest), "the replay did what the recording did")
 	}, SpecTimeout(3*time.Minute))
 })

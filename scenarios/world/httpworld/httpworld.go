@@ -672,31 +672,6 @@ func (w *World) Snapshot(ctx context.Context) (json.RawMessage, error) {
 	return json.Marshal(map[string]any{"api": w.cfg.API.Name, "ledger_seq": w.journal.LedgerSeq(), "ledger_sha256": world.LedgerHash(ledger)})
 }
 
-// Probe sends a read-only request upstream (a goal's probe), with the
-// credentials, and returns the status and the JSON answer (nil for an
-// empty body). A 5xx or no answer is an *UpstreamError; a body that is not
-// JSON is an error. In replay it sends nothing: an error wrapping
-// remote.ErrWorld.
-func (w *World) Probe(ctx context.Context, method, path string, body json.RawMessage) (int, any, error) {
-	if w.offline {
-		return 0, nil, fmt.Errorf("HTTP API %s: the probe %s %s: %w", w.cfg.API.Name, method, path, ErrOffline)
-	}
-	if w.cfg.API.Mode == scenarios.HTTPReplay {
-		return 0, nil, &UpstreamError{API: w.cfg.API.Name, Route: method + " " + path, Msg: "a replay sends nothing upstream, so the goal's probe is not answered"}
-	}
-	a, err := w.send(ctx, method, path, body)
-	if err != nil {
-		return 0, nil, err
-	}
-	var response any
-	if len(a.body) > 0 {
-		if err := json.Unmarshal(a.body, &response); err != nil {
-			return a.status, nil, fmt.Errorf("HTTP API %s: %s answered %d with no JSON: %s", w.cfg.API.Name, a.route, a.status, snippet(a.body))
-		}
-	}
-	return a.status, response, nil
-}
-
 // JudgeGoal judges goal-reached by g: its probe sent to w (which must be
 // its API's world), its expectation evaluated over the answer and task.
 func JudgeGoal(ctx context.Context, w *World, g *scenarios.Goal, task json.RawMessage) (world.Check, error) {
