@@ -253,6 +253,9 @@ func (h *Harness) forkHTTP(ctx context.Context, parent history.RunRecord, id str
 		}
 	}
 	for _, e := range st.Ledger {
+		if e.IsEvent() {
+			continue // a goal's probe (httpworld.EventProbe): nothing the agent did
+		}
 		name, _, _ := strings.Cut(strings.TrimPrefix(e.Kind, scenarios.HTTPKindPrefix), ".")
 		w, ok := apis[name]
 		if !ok {

@@ -73,6 +73,13 @@ func Assemble(scen *scenarios.Scenario, store, apiStore world.Store, prefix []by
 			if !ok {
 				return world.Check{}, fmt.Errorf("goal: no HTTP API %q", g.API)
 			}
+			for _, a := range scen.HTTP {
+				// Once any API's replay diverged, the probe's recorded
+				// answer describes the recorded world, not this run's.
+				if err := apis[a.Name].notDiverged(ctx, "goal-reached"); err != nil {
+					return world.Check{}, err
+				}
+			}
 			return JudgeGoal(ctx, w, g, task)
 		}
 	}

@@ -432,15 +432,7 @@ func (w *World) replay(ctx context.Context, route scenarios.HTTPRoute, req world
 		}
 		seen++
 	}
-	run := w.cfg.RecordingRun
-	if run == "" {
-		run = "(none given)"
-	}
-	return world.Outcome{Status: protocol.StatusFailed, Error: &protocol.EffectError{
-		Code: CodeReplayDiverged, Status: http.StatusBadGateway,
-		Message: fmt.Sprintf("replay of HTTP API %s diverged: the recording of run %s answers %s with these args %d time(s), and this is request %d; it was not sent upstream",
-			w.cfg.API.Name, run, route, seen, n+1),
-	}}, nil
+	return w.diverged(route, n+1, seen), nil
 }
 
 func compact(raw json.RawMessage) []byte {
@@ -541,8 +533,12 @@ func (w *World) record(ctx context.Context, e world.LedgerEntry) error {
 }
 
 // Duplicates implements world.World: see DuplicatesIn. The journal is
-// read once; what this World records after is indexed as it goes.
+// read once; what this World records after is indexed as it goes. A
+// diverged replay's are not known: an error wrapping ErrReplayDiverged.
 func (w *World) Duplicates(ctx context.Context) ([]world.Duplicate, error) {
+	if err := w.notDiverged(ctx, "no-duplicate-effects on HTTP API "+w.cfg.API.Name); err != nil {
+		return nil, err
+	}
 	return w.dups.Duplicates(ctx)
 }
 
@@ -596,31 +592,6 @@ func (w *World) Snapshot(ctx context.Context) (json.RawMessage, error) {
 		return nil, err
 	}
 	return json.Marshal(map[string]any{"api": w.cfg.API.Name, "ledger_seq": w.journal.LedgerSeq(), "ledger_sha256": world.LedgerHash(ledger)})
-}
-
-// Probe sends a read-only request upstream (a goal's probe), with the
-// credentials, and returns the status and the JSON answer (nil for an
-// empty body). A 5xx or no answer is an *UpstreamError; a body that is not
-// JSON is an error. In replay it sends nothing: an error wrapping
-// remote.ErrWorld.
-func (w *World) Probe(ctx context.Context, method, path string, body json.RawMessage) (int, any, error) {
-	if w.offline {
-		return 0, nil, fmt.Errorf("HTTP API %s: the probe %s %s: %w", w.cfg.API.Name, method, path, ErrOffline)
-	}
-	if w.cfg.API.Mode == scenarios.HTTPReplay {
-		return 0, nil, &UpstreamError{API: w.cfg.API.Name, Route: method + " " + path, Msg: "a replay sends nothing upstream, so the goal's probe is not answered"}
-	}
-	a, err := w.send(ctx, method, path, body)
-	if err != nil {
-		return 0, nil, err
-	}
-	var response any
-	if len(a.body) > 0 {
-		if err := json.Unmarshal(a.body, &response); err != nil {
-			return a.status, nil, fmt.Errorf("HTTP API %s: %s answered %d with no JSON: %s", w.cfg.API.Name, a.route, a.status, snippet(a.body))
-		}
-	}
-	return a.status, response, nil
 }
 
 // JudgeGoal judges goal-reached by g: its probe sent to w (which must be
