@@ -75,7 +75,9 @@ func (p *mcpServers) conn(ctx context.Context, runID string, s scenarios.MCPServ
 	if len(s.Command) > 0 {
 		dir := mcpDir(p.state, runID, s)
 		cfg.Transport = func(context.Context) (mcp.Transport, error) { return p.start(runID, s, dir, mc) }
-		cfg.Describe = func() string { return "its stderr: " + filepath.Join(dir, "server.log") + tail(filepath.Join(dir, "server.log")) }
+		cfg.Describe = func() string {
+			return "its stderr: " + filepath.Join(dir, "server.log") + tail(filepath.Join(dir, "server.log"))
+		}
 	}
 	c, err := mcpworld.Dial(ctx, cfg)
 	if err != nil {
