@@ -88,18 +88,27 @@ type Config struct {
 	Describe func() string
 }
 
-// World is an MCP server as a world. It is safe for concurrent use.
-type World struct {
-	cfg     Config
-	store   world.Store
-	prefix  []byte
-	journal *world.Ledgered
-	dups    *world.JournalDups
-	offline bool
+// Conn is a connection to an MCP server: its session, and its tools as
+// last listed. A call that finds the connection broken leaves it to be
+// made again by the next (a stdio server's Transport starts it again). It
+// is safe for concurrent use.
+type Conn struct {
+	cfg Config
 
 	mu      sync.Mutex
 	session *mcp.ClientSession // nil: connect on the next call
-	tools   []*mcp.Tool        // as last listed (or journaled)
+	tools   []*mcp.Tool
+}
+
+// World is an MCP server as a world. It is safe for concurrent use.
+type World struct {
+	cfg     Config
+	conn    *Conn // nil: a journal-only view
+	journal *world.Ledgered
+	dups    *world.JournalDups
+
+	mu    sync.Mutex
+	tools []*mcp.Tool // a journal-only view's, as last journaled
 }
 
 var (
@@ -111,25 +120,60 @@ var (
 // toolsKey is where the last tools/list is kept, under the world's prefix.
 const toolsKey = "mcp/tools"
 
-// Open connects to cfg's server and lists its tools, its journal of
-// answers in store under prefix. Close ends the connection.
+// Dial connects to cfg's server (initialize) and lists its tools,
+// checking each. Close ends the connection.
+func Dial(ctx context.Context, cfg Config) (*Conn, error) {
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+	if cfg.Transport == nil {
+		url := cfg.Server.URL
+		cfg.Transport = func(context.Context) (mcp.Transport, error) {
+			return &mcp.StreamableClientTransport{Endpoint: url, MaxRetries: -1, DisableStandaloneSSE: true}, nil
+		}
+	}
+	c := &Conn{cfg: cfg}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, err := c.connect(ctx); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Open connects to cfg's server (Dial) and opens its world on the
+// connection (OpenConn). Close ends the connection.
 func Open(ctx context.Context, cfg Config, store world.Store, prefix []byte) (*World, error) {
-	w, err := open(cfg, store, prefix)
+	c, err := Dial(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
-	if w.cfg.Transport == nil {
-		w.cfg.Transport = func(context.Context) (mcp.Transport, error) {
-			return &mcp.StreamableClientTransport{Endpoint: cfg.Server.URL, MaxRetries: -1, DisableStandaloneSSE: true}, nil
-		}
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if _, err := w.connect(ctx); err != nil {
+	w, err := OpenConn(ctx, c, store, prefix)
+	if err != nil {
+		_ = c.Close()
 		return nil, err
 	}
 	return w, nil
 }
+
+// OpenConn opens the world of the server c is connected to, its journal
+// of answers in store under prefix (where the tools as listed now are
+// kept too, for OpenJournal).
+func OpenConn(ctx context.Context, c *Conn, store world.Store, prefix []byte) (*World, error) {
+	w, err := open(c.cfg, store, prefix)
+	if err != nil {
+		return nil, err
+	}
+	w.conn = c
+	if b, err := json.Marshal(c.Tools()); err == nil {
+		if err := store.Commit(ctx, world.Entry{Key: toolsKeyOf(prefix), Value: b}); err != nil {
+			return nil, fmt.Errorf("MCP server %s: journal its tools: %w", c.cfg.Server.Name, err)
+		}
+	}
+	return w, nil
+}
+
+func toolsKeyOf(prefix []byte) []byte { return append(append([]byte(nil), prefix...), toolsKey...) }
 
 // OpenJournal is the world of server read from its journal alone, as a
 // report reads it when the server is gone: its ledger, tools as last
@@ -140,8 +184,7 @@ func OpenJournal(server scenarios.MCPServer, store world.Store, prefix []byte) (
 	if err != nil {
 		return nil, err
 	}
-	w.offline = true
-	raw, err := store.Get(append(append([]byte(nil), prefix...), toolsKey...))
+	raw, err := store.Get(toolsKeyOf(prefix))
 	switch {
 	case errors.Is(err, world.ErrNotFound):
 	case err != nil:
@@ -159,37 +202,34 @@ func open(cfg Config, store world.Store, prefix []byte) (*World, error) {
 	if err != nil {
 		return nil, err
 	}
-	if cfg.Timeout <= 0 {
-		cfg.Timeout = DefaultTimeout
-	}
-	w := &World{cfg: cfg, store: store, prefix: append([]byte(nil), prefix...), journal: j}
+	w := &World{cfg: cfg, journal: j}
 	w.dups = world.NewJournalDups(j, w.identity)
 	return w, nil
 }
 
-// connect opens a session and lists the tools. w.mu is held.
-func (w *World) connect(ctx context.Context) (*mcp.ClientSession, error) {
-	if w.session != nil {
-		return w.session, nil
+// connect opens a session and lists the tools. c.mu is held.
+func (c *Conn) connect(ctx context.Context) (*mcp.ClientSession, error) {
+	if c.session != nil {
+		return c.session, nil
 	}
-	label := w.cfg.Server.Label()
+	label := c.cfg.Server.Label()
 	fail := func(format string, args ...any) error {
 		msg := fmt.Sprintf(format, args...)
-		if w.cfg.Describe != nil {
-			if more := w.cfg.Describe(); more != "" {
+		if c.cfg.Describe != nil {
+			if more := c.cfg.Describe(); more != "" {
 				msg += "; " + more
 			}
 		}
 		return fmt.Errorf("%w: %s: %s", ErrServer, label, msg)
 	}
-	t, err := w.cfg.Transport(ctx)
+	t, err := c.cfg.Transport(ctx)
 	if err != nil {
 		return nil, fail("%v", err)
 	}
-	ctx, cancel := context.WithTimeout(ctx, w.cfg.Timeout)
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	defer cancel()
-	c := mcp.NewClient(&mcp.Implementation{Name: "overnight", Version: "v1"}, nil)
-	cs, err := c.Connect(ctx, t, nil)
+	client := mcp.NewClient(&mcp.Implementation{Name: "overnight", Version: "v1"}, nil)
+	cs, err := client.Connect(ctx, t, nil)
 	if err != nil {
 		return nil, fail("initialize: %v (is it an MCP server?)", err)
 	}
@@ -208,23 +248,56 @@ func (w *World) connect(ctx context.Context) (*mcp.ClientSession, error) {
 		params = &mcp.ListToolsParams{Cursor: res.NextCursor}
 	}
 	for _, tool := range tools {
-		if err := w.checkTool(tool); err != nil {
+		if err := checkTool(c.cfg.Server, tool); err != nil {
 			_ = cs.Close()
 			return nil, fail("%v", err)
 		}
 	}
-	if b, err := json.Marshal(tools); err == nil {
-		_ = w.store.Commit(ctx, world.Entry{Key: append(append([]byte(nil), w.prefix...), toolsKey...), Value: b})
-	}
-	w.session, w.tools = cs, tools
+	c.session, c.tools = cs, tools
 	return cs, nil
+}
+
+// Tools are the server's tools as last listed.
+func (c *Conn) Tools() []*mcp.Tool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]*mcp.Tool(nil), c.tools...)
+}
+
+// Close ends the connection (a stdio server's process with it).
+func (c *Conn) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.session == nil {
+		return nil
+	}
+	err := c.session.Close()
+	c.session = nil
+	return err
+}
+
+// current is the session now, connecting again if the last broke.
+func (c *Conn) current(ctx context.Context) (*mcp.ClientSession, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.connect(ctx)
+}
+
+// drop forgets session cs (if it is still the current one) and closes it.
+func (c *Conn) drop(cs *mcp.ClientSession) {
+	c.mu.Lock()
+	if c.session == cs {
+		c.session = nil
+	}
+	c.mu.Unlock()
+	go func() { _ = cs.Close() }()
 }
 
 // checkTool says what is wrong with a listed tool: a name an agent's model
 // would not accept as <server>__<tool>, or an input schema that is not a
 // JSON Schema of an object.
-func (w *World) checkTool(t *mcp.Tool) error {
-	if err := w.cfg.Server.CheckToolName(t.Name); err != nil {
+func checkTool(server scenarios.MCPServer, t *mcp.Tool) error {
+	if err := server.CheckToolName(t.Name); err != nil {
 		return err
 	}
 	raw, err := json.Marshal(t.InputSchema)
@@ -244,23 +317,23 @@ func (w *World) checkTool(t *mcp.Tool) error {
 	return nil
 }
 
-// Close ends the connection (a stdio server's process with it).
+// Close ends the world's connection (a stdio server's process with it).
 func (w *World) Close() error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.session == nil {
+	if w.conn == nil {
 		return nil
 	}
-	err := w.session.Close()
-	w.session = nil
-	return err
+	return w.conn.Close()
 }
 
 // Server is the server the world is.
 func (w *World) Server() scenarios.MCPServer { return w.cfg.Server }
 
-// Tools are the server's tools as last listed.
+// Tools are the server's tools as last listed (a journal-only view's, as
+// last journaled).
 func (w *World) Tools() []*mcp.Tool {
+	if w.conn != nil {
+		return w.conn.Tools()
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return append([]*mcp.Tool(nil), w.tools...)
@@ -268,13 +341,7 @@ func (w *World) Tools() []*mcp.Tool {
 
 // Tool is the server's tool of effect kind kind.
 func (w *World) Tool(kind string) (*mcp.Tool, bool) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.toolLocked(kind)
-}
-
-func (w *World) toolLocked(kind string) (*mcp.Tool, bool) {
-	for _, t := range w.tools {
+	for _, t := range w.Tools() {
 		if w.cfg.Server.EffectKind(t.Name) == kind {
 			return t, true
 		}
@@ -333,13 +400,11 @@ func (e *ServerError) Unwrap() error { return remote.ErrWorld }
 
 // Execute implements world.World: see the package doc.
 func (w *World) Execute(ctx context.Context, req world.Request) (world.Outcome, error) {
-	if w.offline {
+	if w.conn == nil {
 		return world.Outcome{}, fmt.Errorf("MCP server %s: %s (key %q): %w", w.cfg.Server.Name, req.Kind, req.Key, ErrOffline)
 	}
-	w.mu.Lock()
-	cs, err := w.connect(ctx)
-	tool, known := w.toolLocked(req.Kind)
-	w.mu.Unlock()
+	cs, err := w.conn.current(ctx)
+	tool, known := w.Tool(req.Kind)
 	if err != nil {
 		return world.Outcome{}, &ServerError{Server: w.cfg.Server.Name, Tool: req.Kind, Msg: err.Error()}
 	}
@@ -350,7 +415,7 @@ func (w *World) Execute(ctx context.Context, req world.Request) (world.Outcome, 
 	if len(req.Args) > 0 && string(req.Args) != "null" {
 		args = req.Args
 	}
-	cctx, cancel := context.WithTimeout(ctx, w.cfg.Timeout)
+	cctx, cancel := context.WithTimeout(ctx, w.conn.cfg.Timeout)
 	defer cancel()
 	res, err := cs.CallTool(cctx, &mcp.CallToolParams{
 		Meta: mcp.Meta{scenarios.MCPMetaIdempotencyKey: req.Key}, Name: tool.Name, Arguments: args,
@@ -378,7 +443,7 @@ func (w *World) Execute(ctx context.Context, req world.Request) (world.Outcome, 
 		if !errors.As(err, &rpc) {
 			// The connection is gone or broken: connect again next time (a
 			// stdio server is started again).
-			w.drop(cs)
+			w.conn.drop(cs)
 		}
 		return world.Outcome{}, &ServerError{Server: w.cfg.Server.Name, Tool: tool.Name, Msg: err.Error() + ": the call is in doubt"}
 	}
@@ -387,16 +452,6 @@ func (w *World) Execute(ctx context.Context, req world.Request) (world.Outcome, 
 		return world.Outcome{}, fmt.Errorf("journal the answer of MCP server %s to %s (key %q): %w", w.cfg.Server.Name, tool.Name, req.Key, err)
 	}
 	return out, nil
-}
-
-// drop forgets session cs (if it is still the current one) and closes it.
-func (w *World) drop(cs *mcp.ClientSession) {
-	w.mu.Lock()
-	if w.session == cs {
-		w.session = nil
-	}
-	w.mu.Unlock()
-	go func() { _ = cs.Close() }()
 }
 
 // toolText is the text of a tool's answer, for a message.
