@@ -16,6 +16,7 @@ func Definition() world.Definition {
 		Versions: []world.Version{
 			{Name: "v1", Summary: "the fleet's one API", Kinds: kinds, Errors: errorsV1()},
 		},
+		Events:   events,
 		Examples: examples,
 	}
 }

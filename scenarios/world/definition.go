@@ -22,6 +22,11 @@ type Definition struct {
 	// starts in (an api-version fault moves it), each with its effect kinds
 	// and the errors it answers with (see Describe).
 	Versions []Version
+	// Events are the world events the world undergoes besides API
+	// version changes (its model is an EventModel), each with the chaos
+	// fault that fires it: a scenario that schedules that fault on a
+	// world without the event is refused before it runs.
+	Events []EventInfo
 	// Goals are the goals the world can judge (goal-reached), by the
 	// option that selects them, each with the task shape it needs.
 	Goals []Goal
