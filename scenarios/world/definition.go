@@ -119,7 +119,7 @@ type Goal struct {
 // details.
 type Field struct {
 	Name     string `json:"name"` // dotted for nested fields: "service.name"
-	Type     string `json:"type"` // string, integer, object or array
+	Type     string `json:"type"` // string, integer, number, object or array
 	Required bool   `json:"required,omitempty"`
 	Doc      string `json:"doc"`
 }
@@ -134,6 +134,9 @@ func (f Field) Holds(v any) bool {
 	case "integer":
 		n, ok := v.(float64)
 		return ok && n == float64(int64(n))
+	case "number":
+		_, ok := v.(float64)
+		return ok
 	case "object":
 		_, ok := v.(map[string]any)
 		return ok
