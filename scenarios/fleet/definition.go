@@ -16,7 +16,16 @@ func Definition() world.Definition {
 		Versions: []world.Version{
 			{Name: "v1", Summary: "the fleet's one API", Kinds: kinds, Errors: errorsV1()},
 		},
-		Examples: examples,
+		Events: events,
+		Goals: []world.Goal{{
+			Name: "", Default: true,
+			Judged: "the fleet's log cost per day is down by at least task.goal.cost_cut from its cost when the world was made, every service's error visibility is at least task.goal.visibility_floor, " +
+				"and every tried candidate was applied or rolled back (none left half-applied)",
+			Task:    goalFields,
+			Example: json.RawMessage(goalExample),
+		}},
+		Examples:  examples,
+		CheckTask: checkTask,
 	}
 }
 

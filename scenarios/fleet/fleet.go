@@ -255,8 +255,10 @@ func (w *World) change(p pending) (world.Change, error) {
 	if !w.stored {
 		// The first write of a world: its seed goes with it, so a world
 		// opened again finds the whole fleet.
-		m := w.meta
-		p.meta = &m
+		if p.meta == nil {
+			m := w.meta
+			p.meta = &m
+		}
 		for _, n := range w.names() {
 			if !slices.ContainsFunc(p.services, func(s *Service) bool { return s.Name == n }) {
 				p.services = append(p.services, w.services[n])
