@@ -17,6 +17,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/overnight-dev/overnight/chaos"
+	"github.com/overnight-dev/overnight/scenarios/expr"
 	"github.com/overnight-dev/overnight/scenarios/invariant"
 )
 
@@ -294,6 +295,23 @@ func (b *builder) build(root map[string]any) *Scenario {
 	}
 	if rules, ok := root["gate"].([]any); ok {
 		sc.Gate = b.gate(rules, sc.Reflect != nil)
+	}
+	sc.Rollback = RollbackNone
+	if r, ok := root["rollback"].(string); ok {
+		sc.Rollback = r
+	}
+	if claims, ok := root["claims"].(map[string]any); ok && len(claims) > 0 {
+		sc.Claims = make(map[string]*expr.Program, len(claims))
+		for name, v := range claims {
+			src, ok := v.(string)
+			if !ok {
+				continue
+			}
+			ptr := "/claims/" + escapePointer(name)
+			if p := b.program(ptr, "claims."+name, src, expr.Bool, ClaimVarState, ClaimVarClaim); p != nil {
+				sc.Claims[name] = p
+			}
+		}
 	}
 
 	switch s := root["seed"].(type) {

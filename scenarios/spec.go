@@ -57,7 +57,7 @@ type ScenarioFile struct {
 	Sandbox *SandboxFile `json:"sandbox,omitempty" yaml:"sandbox,omitempty" jsonschema:"nullable"`
 	// What a run of this scenario can reach, for --chaos random: checkpoint steps, effects, LLM calls, virtual time; and the fault kinds it draws.
 	Reach *ReachFile `json:"reach,omitempty" yaml:"reach,omitempty" jsonschema:"nullable"`
-	// Invariant names: the built-in no-duplicate-effects, goal-reached, no-lost-progress, effects-resolved, faults-fired, or one a Go program registered with its harness (harness.Options.Invariants); overnight validate and run check them against the harness's registry. Default: no-duplicate-effects, goal-reached, no-lost-progress.
+	// Invariant names: the built-in no-duplicate-effects, goal-reached, no-lost-progress, effects-resolved, faults-fired, state-consistent, or one a Go program registered with its harness (harness.Options.Invariants); overnight validate and run check them against the harness's registry. Default: no-duplicate-effects, goal-reached, no-lost-progress.
 	Invariants []string `json:"invariants,omitempty" yaml:"invariants,omitempty" jsonschema:"nullable"`
 	// Limits of a run: wall-clock and virtual time, attempts, recovery and approval windows.
 	Limits *LimitsFile `json:"limits,omitempty" yaml:"limits,omitempty" jsonschema:"nullable"`
@@ -65,6 +65,10 @@ type ScenarioFile struct {
 	Reflect *ReflectFile `json:"reflect,omitempty" yaml:"reflect,omitempty" jsonschema:"nullable"`
 	// Gate policies of the effect path, in order: the first whose kinds (a glob on the effect kind) matches decides; an effect no rule matches is allowed.
 	Gate []GateRuleFile `json:"gate,omitempty" yaml:"gate,omitempty" jsonschema:"nullable"`
+	// CEL judges of the claims an agent sends with a checkpoint or done, by claim name: a bool expression over state (the world's snapshot) and claim (the claim's value); true: the world shows it. A claim no expression names is judged by the world when it can (docs/state.md).
+	Claims map[string]string `json:"claims,omitempty" yaml:"claims,omitempty" jsonschema:"nullable"`
+	// consistent: an attempt never resumes from a poisoned checkpoint (one whose claims the world contradicts); the harness first writes a checkpoint carrying the newest consistent state. none (the default): it resumes from the last checkpoint, whatever it claims.
+	Rollback string `json:"rollback,omitempty" yaml:"rollback,omitempty" jsonschema:"enum=none,enum=consistent"`
 	// Default seed of a run (int64); --seed overrides it, and without either the seed is 1.
 	Seed *int64 `json:"seed,omitempty" yaml:"seed,omitempty" jsonschema:"nullable"`
 	// The model behind the gateway's LLM endpoint: the default model, budgets, prices, and the rules of the scripted model (a deterministic test double).

@@ -162,7 +162,7 @@ var _ = Describe("overnight validate", func() {
 		Entry("an unknown world", strings.Replace(validHeader, "world: cloud", "world: mars", 1),
 			4, 8, "/world", `world: unknown world "mars" (worlds: [cloud fleet]; see `+"`overnight worlds`)", "The world the agent acts on: a built-in's name"),
 		Entry("an invariant the harness's registry lacks", validHeader+"invariants: [goal-reached, fast]\n",
-			7, 28, "/invariants/1", `invariants[1]: unknown invariant "fast" (invariants: "no-duplicate-effects", "goal-reached", "no-lost-progress", "effects-resolved", "faults-fired")`, "Invariant names: the built-in"),
+			7, 28, "/invariants/1", `invariants[1]: unknown invariant "fast" (invariants: "no-duplicate-effects", "goal-reached", "no-lost-progress", "effects-resolved", "faults-fired", "state-consistent")`, "Invariant names: the built-in"),
 		Entry("an unknown built-in agent", strings.Replace(validHeader, "builtin: deployer", "builtin: nobody", 1),
 			5, 18, "/agent/builtin", `agent.builtin: no built-in agent "nobody" (built-in agents: [`, "An example agent built into the overnight binary"),
 		Entry("a task the world's goal cannot judge", strings.Replace(validHeader, ", dns: a.example", "", 1),
