@@ -112,6 +112,8 @@ type HTTPFile struct {
 	Credentials *HTTPCredentialsFile `json:"credentials,omitempty" yaml:"credentials,omitempty" jsonschema:"nullable"`
 	// How long a request upstream may take before it is in doubt (a timeout: reconciled through lookup), such as 10s. Default 30s.
 	Timeout string `json:"timeout,omitempty" yaml:"timeout,omitempty"`
+	// The largest body a request to the API, or an answer from it, may have: bytes, or a size such as 64KiB, 1MiB or 16MiB (B, KB, KiB, MB, MiB). Default 1MiB, at most 64MiB. A larger request is refused 413; a larger answer fails its effect.
+	MaxBody any `json:"max_body,omitempty" yaml:"max_body,omitempty" jsonschema:"oneof_type=integer;string"`
 	// live (the default: requests go upstream), record (live; the run is meant as a recording) or replay (answered from the recording's exchanges, never sent upstream).
 	Mode string `json:"mode,omitempty" yaml:"mode,omitempty" jsonschema:"enum=live,enum=record,enum=replay"`
 	// The run whose exchanges a replay answers from (mode: replay; --http-replay RUN gives it on the command line).
