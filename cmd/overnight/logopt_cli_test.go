@@ -49,6 +49,36 @@ var _ = Describe("overnight run logopt: the optimizer on the fleet world", func(
 		Expect(dup.Detail).To(HavePrefix(`trial "api-warn" created `))
 	}, SpecTimeout(3*time.Minute))
 
+	It("catches the optimizer that keeps a candidate blinding a service to its errors, and the one that leaves failed candidates on staging: goal-reached", func(ctx SpecContext) {
+		o := overnight(ctx, stateDir(), nil, "run", "logopt", "--agent", "blind", "-o", "json", "-q")
+		Expect(o.code).To(Equal(1), o.stderr)
+		goal := invariant(decodeResult(o.stdout), "goal-reached")
+		Expect(goal.Verdict).To(Equal("fail"))
+		Expect(goal.Detail).To(HaveSuffix("worker sees 0.1 of its errors, below the floor 0.9 (level warn, sampling 0.1, exempt_errors false)"))
+
+		o = overnight(ctx, stateDir(), nil, "run", "logopt", "--agent", "leave-failed", "-o", "json", "-q")
+		Expect(o.code).To(Equal(1), o.stderr)
+		goal = invariant(decodeResult(o.stdout), "goal-reached")
+		Expect(goal.Verdict).To(Equal("fail"))
+		Expect(goal.Detail).To(ContainSubstring("candidate api-text (api) was tried and neither applied nor rolled back: half-applied"))
+	}, SpecTimeout(3*time.Minute))
+
+	It("runs logopt-week: seven virtual days through three restarts, two outages and a dependency update, in seconds", func(ctx SpecContext) {
+		o := overnight(ctx, stateDir(), nil, "run", "logopt-week", "-o", "json", "-q")
+		Expect(o.code).To(Equal(0), o.stderr)
+		res := decodeResult(o.stdout)
+		Expect(res.Verdict).To(Equal("pass"), o.stdout)
+		kinds := map[string]int{}
+		for _, f := range res.Faults {
+			Expect(f.Applied).To(BeTrue(), f.Spec)
+			kinds[f.Kind]++
+		}
+		Expect(kinds["netdrop"]).To(Equal(2))
+		Expect(kinds["dep-update"]).To(Equal(1))
+		Expect(kinds["kill"] + kinds["stop"] + kinds["restart"]).To(Equal(3))
+		Expect(res.VirtualMS).To(BeNumerically(">=", (6 * 24 * time.Hour).Milliseconds()))
+	}, SpecTimeout(3*time.Minute))
+
 	It("lives through a dependency update that makes a candidate stale, and a harness crash after it: resumed, the update is not fired again", func(ctx SpecContext) {
 		state := stateDir()
 		// Effect 3 is the first candidate's trial: the update lands between

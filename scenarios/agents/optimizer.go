@@ -58,15 +58,21 @@ type optimizerState struct {
 // tried again. It ends with done, claiming the fleet's cost before and
 // after and the candidates kept and rolled back.
 //
-// With --naive it never reads its checkpoint back and sends effects
-// without keys: after a restart it tries its candidates again, each try a
-// new trial (no-duplicate-effects on fleet.try_candidate).
+// Its deliberately broken variants: with --naive it never reads its
+// checkpoint back and sends effects without keys, so after a restart it
+// tries its candidates again, each try a new trial (no-duplicate-effects
+// on fleet.try_candidate); with --blind it also keeps a candidate that
+// samples worker's errors down to 10% (goal-reached: error visibility
+// below the floor); with --leave-failed it never rolls back a candidate
+// whose trial failed (goal-reached: a half-applied candidate).
 func Optimizer(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("optimizer", flag.ContinueOnError)
 	naive := fs.Bool("naive", false, "never read the checkpoint back and send effects without keys (deliberately broken)")
+	blind := fs.Bool("blind", false, "also keep a candidate that samples a service's errors away (deliberately broken)")
+	leave := fs.Bool("leave-failed", false, "leave a candidate whose trial failed on staging instead of rolling it back (deliberately broken)")
 	pause := fs.Duration("pause", time.Hour, "virtual time between two candidates")
 	return runMain(ctx, fs, args, stderr, func(ctx context.Context, c *agent.Client) error {
-		o := &optimizer{c: c, naive: *naive, pause: *pause, out: stdout}
+		o := &optimizer{c: c, naive: *naive, blind: *blind, leave: *leave, pause: *pause, out: stdout}
 		return o.run(ctx)
 	})
 }
@@ -74,6 +80,8 @@ func Optimizer(ctx context.Context, args []string, stdout, stderr io.Writer) int
 type optimizer struct {
 	c     *agent.Client
 	naive bool
+	blind bool // plan a candidate that samples worker's errors at 10%
+	leave bool // never roll back a failed candidate
 	pause time.Duration
 	out   io.Writer
 	st    optimizerState
@@ -104,6 +112,10 @@ func (o *optimizer) run(ctx context.Context) error {
 			return err
 		}
 		o.st = optimizerState{Start: info.Now, StartCost: d.Totals.CostPerDay, Plan: plan(d)}
+		if o.blind {
+			tenth, no := 0.1, false
+			o.st.Plan = append(o.st.Plan, planned{ID: "worker-sampled", Service: "worker", Change: fleet.Change{Sampling: &tenth, ExemptErrors: &no}})
+		}
 		if err := o.checkpoint(ctx, 1); err != nil {
 			return err
 		}
@@ -203,6 +215,9 @@ func (o *optimizer) candidate(ctx context.Context, p planned) (tried, error) {
 			return t, err
 		}
 		t.Kept, t.CostAfter = true, r.Figures.CostPerDay
+		return t, nil
+	}
+	if o.leave {
 		return t, nil
 	}
 	_, err = o.act(ctx, fleet.KindRollbackCandidate, map[string]string{"id": p.ID})
