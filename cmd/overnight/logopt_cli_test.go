@@ -36,7 +36,7 @@ var _ = Describe("overnight run logopt: the optimizer on the fleet world", func(
 		}
 		Expect(kinds).To(ConsistOf("kill", "netdrop"))
 		Expect(res.Effects.Duplicates).To(Equal(0))
-		Expect(invariant(res, "goal-reached").Detail).To(MatchRegexp(`^log cost [0-9.]+ -> [0-9.]+ \$/day \(down [0-9.]+%, want 30\.0%\); error visibility >= 0\.9 on all 5 services .*candidates: 11 applied, 4 rolled back, 0 only proposed$`))
+		Expect(invariant(res, "goal-reached").Detail).To(MatchRegexp(`^log cost [0-9.]+ -> [0-9.]+ \$/day \(down [0-9.]+%, want 30\.0%\); error visibility >= 0\.9 on all 5 services .*candidates: 11 applied, 4 rolled back, 0 only proposed; its claims agree: cost_before [0-9.]+, cost_after [0-9.]+, 11 kept, 4 rolled back$`))
 	}, SpecTimeout(3*time.Minute))
 
 	It("catches the naive optimizer, which tries its candidates again after the kill: no-duplicate-effects on the trials", func(ctx SpecContext) {
@@ -61,6 +61,14 @@ var _ = Describe("overnight run logopt: the optimizer on the fleet world", func(
 		goal = invariant(decodeResult(o.stdout), "goal-reached")
 		Expect(goal.Verdict).To(Equal("fail"))
 		Expect(goal.Detail).To(ContainSubstring("candidate api-text (api) was tried and neither applied nor rolled back: half-applied"))
+	}, SpecTimeout(3*time.Minute))
+
+	It("catches the optimizer whose report claims a saving the world does not show: goal-reached judges done's claims against the world", func(ctx SpecContext) {
+		o := overnight(ctx, stateDir(), nil, "run", "logopt", "--agent", "overclaim", "-o", "json", "-q")
+		Expect(o.code).To(Equal(1), o.stderr)
+		goal := invariant(decodeResult(o.stdout), "goal-reached")
+		Expect(goal.Verdict).To(Equal("fail"))
+		Expect(goal.Detail).To(MatchRegexp(`^the agent's report disagrees with the world: it claims a cost_after of [0-9.]+ \$/day, and the world shows [0-9.]+$`))
 	}, SpecTimeout(3*time.Minute))
 
 	It("runs logopt-week: seven virtual days through three restarts, two outages and a dependency update, in seconds", func(ctx SpecContext) {
