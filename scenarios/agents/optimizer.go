@@ -87,9 +87,9 @@ type optimizer struct {
 	leave bool // never roll back a failed candidate
 	// overclaim reports half the cost the world shows
 	overclaim bool
-	pause time.Duration
-	out   io.Writer
-	st    optimizerState
+	pause     time.Duration
+	out       io.Writer
+	st        optimizerState
 }
 
 func (o *optimizer) run(ctx context.Context) error {
