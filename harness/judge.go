@@ -132,7 +132,7 @@ func (r *run) judge(ctx context.Context, end endState) (*Result, error) {
 		ev.Faults = append(ev.Faults, invariant.Fault{Spec: f.Spec, Applied: f.Applied, Error: f.Error, Met: f.Met, MetDetail: f.MetDetail, HealedVirtual: f.HealedVirtual})
 	}
 	if done != nil {
-		ev.Done = &invariant.Done{Outcome: done.Outcome, Virtual: done.Virtual}
+		ev.Done = &invariant.Done{Outcome: done.Outcome, Virtual: done.Virtual, Claims: done.Claims}
 		if done.Consistency.Poisoned() {
 			ev.Done.Poisoned = done.Consistency.Reason
 		}
