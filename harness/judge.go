@@ -207,6 +207,7 @@ func (r *run) judge(ctx context.Context, end endState) (*Result, error) {
 		}
 		res.Reason = fmt.Sprintf("%s; %s", end.reason, strings.Join(bad, ", "))
 	}
+	res.Poisoned, res.Rollbacks = history.PoisonOf(checkpoints)
 	res.HistoryDigest = digest(effects, checkpoints, faults, lessons, rec.VirtualStart, done)
 	if err := r.reflections(res); err != nil {
 		return nil, err

@@ -258,7 +258,8 @@ func (r *run) PutCheckpoint(ctx context.Context, c gateway.Caller, req protocol.
 			"expect_seq %d, but the last checkpoint is seq %d (step %d): read it again with GET /v1/checkpoint", *req.ExpectSeq, last.Seq, last.Step)
 	}
 	rec := history.CheckpointRecord{Seq: last.Seq + 1, Step: req.Step, StateHash: stateHash, Attempt: c.Attempt, ExpectSeq: req.ExpectSeq, Virtual: r.clock.now,
-		Intents: r.fx.intents, LLMCalls: r.llm.callCount(), Wall: time.Now().UTC(), Claims: claims, Consistency: consistency}
+		Intents: r.fx.intents, LLMCalls: r.llm.callCount(), Wall: time.Now().UTC(), Claims: claims, Consistency: consistency,
+		EffectOrder: r.fx.order}
 	if seq, err := world.LedgerSeq(ctx, r.world); err == nil {
 		rec.WorldSeq = seq
 	}
@@ -275,6 +276,10 @@ func (r *run) PutCheckpoint(ctx context.Context, c gateway.Caller, req protocol.
 		return protocol.CheckpointAck{}, fmt.Errorf("store checkpoint %d: %w", rec.Seq, err)
 	}
 	r.cp = rec
+	if rec.Poisoned() {
+		r.failed(Failure{Kind: FailurePoisoned, Attempt: c.Attempt, Checkpoint: rec.Seq,
+			Detail: fmt.Sprintf("checkpoint %d (step %d) is poisoned: %s", rec.Seq, rec.Step, consistency.Reason)})
+	}
 	r.faults.fireStep(ctx, req.Step)
 	return protocol.CheckpointAck{Seq: rec.Seq}, nil
 }
@@ -434,6 +439,9 @@ func (r *run) Done(ctx context.Context, c gateway.Caller, d protocol.Done) error
 	close(r.doneCh)
 	if d.Outcome == protocol.OutcomeFailure {
 		r.failed(Failure{Kind: FailureDone, Attempt: c.Attempt, Detail: d.Summary})
+	}
+	if consistency.Poisoned() {
+		r.failed(Failure{Kind: FailurePoisoned, Attempt: c.Attempt, Detail: "the claims sent with done are poisoned: " + consistency.Reason})
 	}
 	return nil
 }

@@ -142,6 +142,12 @@ type CheckpointRecord struct {
 	// of the newest consistent checkpoint before it, RollbackFrom.
 	RollbackOf   int64 `json:"rollback_of,omitempty"`
 	RollbackFrom int64 `json:"rollback_from,omitempty"`
+	// EffectOrder is the order of the last effect journaled when it was
+	// written; a rollback lists in RolledPast the effects journaled after
+	// the checkpoint it went back to (the world keeps them: they are shown,
+	// not undone).
+	EffectOrder int64    `json:"effect_order,omitempty"`
+	RolledPast  []string `json:"rolled_past,omitempty"`
 }
 
 // Poisoned reports whether the world contradicts the checkpoint's claims.
