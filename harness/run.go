@@ -372,6 +372,12 @@ func (r *run) appendEvent(ctx context.Context, typ, msg string, data any) {
 // Done implements gateway.Backend.
 func (r *run) Done(ctx context.Context, c gateway.Caller, d protocol.Done) error {
 	ctx = context.WithoutCancel(ctx)
+	// The report file is read before the claim is durable, and outside the
+	// run's lock: the claim's record carries it.
+	report, err := r.copyReport(ctx, c.Attempt)
+	if err != nil {
+		return err
+	}
 	r.mu.Lock()
 	defer r.unlock()
 	if r.done != nil {
@@ -391,12 +397,15 @@ func (r *run) Done(ctx context.Context, c gateway.Caller, d protocol.Done) error
 		}
 		d.Claims = claims
 	}
-	rec := history.DoneRecord{Outcome: d.Outcome, Summary: d.Summary, Claims: d.Claims, Attempt: c.Attempt, Virtual: r.clock.now}
+	rec := history.DoneRecord{Outcome: d.Outcome, Summary: d.Summary, Claims: d.Claims, Attempt: c.Attempt, Virtual: r.clock.now, Report: report}
 	if err := r.put(ctx, history.DoneEntry(r.rec.ID, rec)); err != nil {
 		return fmt.Errorf("record done: %w", err)
 	}
 	r.done = &rec
 	r.event(ctx, "done", d.Summary, map[string]any{"outcome": d.Outcome})
+	if report != nil {
+		r.event(ctx, "harness.report", reportEventText(report), map[string]any{"path": report.Path, "status": report.Status, "bytes": report.Bytes})
+	}
 	close(r.doneCh)
 	if d.Outcome == protocol.OutcomeFailure {
 		r.failed(Failure{Kind: FailureDone, Attempt: c.Attempt, Detail: d.Summary})

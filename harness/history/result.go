@@ -45,6 +45,7 @@ type Result struct {
 	LLM            *LLMTotals        `json:"llm,omitempty"`
 	Reflections    []Reflection      `json:"reflections,omitempty"`
 	Gate           *GateCounts       `json:"gate,omitempty"`
+	Report         *ReportRecord     `json:"report,omitempty"` // the agent's report file, when the scenario names one and the agent reported done
 	WallMS         int64             `json:"wall_ms"`
 	VirtualMS      int64             `json:"virtual_ms"`
 	HistoryDigest  string            `json:"history_digest"`
@@ -219,6 +220,9 @@ func (res *Result) WriteText(w io.Writer) error {
 	if g := res.Gate; g != nil {
 		fmt.Fprintf(&b, "gate: %d held, %d released, %d approved, %d denied\n", g.Held, g.Released, g.Approved, g.Denied)
 	}
+	if r := res.Report; r != nil {
+		fmt.Fprintf(&b, "agent's report: %s (overnight report %s --file prints it)\n", r.Describe(), res.RunID)
+	}
 	b.WriteString("invariants:\n")
 	tw := tabwriter.NewWriter(&b, 2, 4, 2, ' ', 0)
 	for _, ir := range res.Invariants {
@@ -255,4 +259,16 @@ func refusedBy(by map[string]int) string {
 		parts[i] = fmt.Sprintf("%d %s", by[c], c)
 	}
 	return ": " + strings.Join(parts, ", ")
+}
+
+// Describe says what became of the agent's report file, for a person:
+// "/workspace/report.md, kept (812 bytes)".
+func (r *ReportRecord) Describe() string {
+	switch r.Status {
+	case ReportKept:
+		return fmt.Sprintf("%s, kept (%s)", r.Path, Count(int(r.Bytes), "byte"))
+	case ReportMissing:
+		return r.Path + ", missing: the agent wrote no such file"
+	}
+	return fmt.Sprintf("%s, not kept: %s", r.Path, r.Error)
 }
