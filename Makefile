@@ -70,12 +70,13 @@ lint: ## go vet, staticcheck and gofmt
 	$(GO) run $(STATICCHECK) ./...
 	@out=$$(gofmt -l . | grep -v '^bin/'); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
-fuzz: ## fuzz the parsers, the scenario expressions, the gateway protocol and the world protocol, 30s each
+fuzz: ## fuzz the parsers, the scenario expressions, the gateway protocol, its MCP front and the world protocol, 30s each
 	$(GO) test -run '^$$' -fuzz '^FuzzParseSpec$$' -fuzztime 30s ./chaos
 	$(GO) test -run '^$$' -fuzz '^FuzzParseDuration$$' -fuzztime 30s ./chaos
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime 30s ./scenarios
 	$(GO) test -run '^$$' -fuzz '^FuzzCompile$$' -fuzztime 30s ./scenarios/expr
 	$(GO) test -run '^$$' -fuzz '^FuzzGateway$$' -fuzztime 30s ./harness/gateway
+	$(GO) test -run '^$$' -fuzz '^FuzzMCP$$' -fuzztime 30s ./harness/gateway
 	$(GO) test -run '^$$' -fuzz '^FuzzParseRequest$$' -fuzztime 30s ./harness/llm
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeRequest$$' -fuzztime 30s ./scenarios/world/remote
 

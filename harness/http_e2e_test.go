@@ -17,6 +17,7 @@ import (
 	"github.com/overnight-dev/overnight/sandbox/docker"
 	"github.com/overnight-dev/overnight/sandbox/protocol"
 	"github.com/overnight-dev/overnight/scenarios"
+	"github.com/overnight-dev/overnight/scenarios/world/httpworld"
 )
 
 // etcdScenario is examples/etcd/scenario.yaml pointed at etcd at url and at
@@ -92,7 +93,8 @@ var _ = Describe("an agent calling etcd through the gateway's HTTP pass-through"
 			kinds = append(kinds, eff.Kind+" "+eff.Key)
 		}
 		Expect(kinds).To(Equal([]string{"http.etcd.put put-0", "http.etcd.put put-1", "http.etcd.put put-2"}))
-		Expect(run.Ledger).To(HaveLen(3), "the journal of etcd's answers, read without etcd")
+		Expect(run.Ledger).To(HaveLen(4), "the journal of etcd's answers, read without etcd")
+		Expect(run.Ledger[3].Kind).To(Equal(httpworld.EventProbe), "the three puts, then the goal's probe")
 	}, SpecTimeout(3*time.Minute))
 
 	It("fails with no-duplicate-effects when it sends no Idempotency-Key and starts over: etcd counts the second writes too", func(ctx SpecContext) {

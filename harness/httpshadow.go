@@ -207,6 +207,9 @@ func freePorts(n int) ([]int, error) {
 // upstream is only read through the journal. The shadow's journal of
 // answers holds the parent's up to the fork.
 func (h *Harness) forkHTTP(ctx context.Context, parent history.RunRecord, id string, scen *scenarios.Scenario, real world.World, worldSeq int64) (st world.State, err error) {
+	if len(scen.MCPServers()) > 0 {
+		return world.State{}, fmt.Errorf("%w: run %s acts on MCP servers, and shadows of MCP servers are not built in this version", ErrNoShadow, parent.ID)
+	}
 	if scen.HasWorld() {
 		return world.State{}, fmt.Errorf("%w: run %s acts on world %s and HTTP APIs together, and a shadow of both at once is not built in this version", ErrNoShadow, parent.ID, scen.World.Label())
 	}
@@ -242,7 +245,7 @@ func (h *Harness) forkHTTP(ctx context.Context, parent history.RunRecord, id str
 	}
 	store, prefix := h.w.Scratch().WorldStore(id)
 	rec := history.RunRecord{ID: id, Isolated: &history.Isolation{Parent: parent.ID}}
-	shadow, err := h.openHTTPWorlds(rec, scen, store, prefix, nil)
+	shadow, err := h.openHTTPWorlds(ctx, rec, scen, store, prefix, nil)
 	if err != nil {
 		return world.State{}, err
 	}
@@ -253,6 +256,9 @@ func (h *Harness) forkHTTP(ctx context.Context, parent history.RunRecord, id str
 		}
 	}
 	for _, e := range st.Ledger {
+		if e.IsEvent() {
+			continue // a goal's probe (httpworld.EventProbe): nothing the agent did
+		}
 		name, _, _ := strings.Cut(strings.TrimPrefix(e.Kind, scenarios.HTTPKindPrefix), ".")
 		w, ok := apis[name]
 		if !ok {

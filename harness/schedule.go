@@ -179,7 +179,7 @@ func (h *Harness) check(scen *scenarios.Scenario, instances []chaos.Instance) er
 			return err
 		}
 		k, _ := h.opts.Faults.Lookup(in.Spec.Kind)
-		if why := lacking(scen, k, h.opts.Sandbox); len(why) > 0 {
+		if why := lacking(scen, k, h.opts.Sandbox, h.opts.Worlds); len(why) > 0 {
 			return fmt.Errorf("fault %q: %w: %s", in.Spec.String(), chaos.ErrUnsupported, strings.Join(why, "; "))
 		}
 	}

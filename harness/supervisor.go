@@ -363,6 +363,11 @@ func (r *run) attempt(ctx context.Context, b sandbox.Backend, n int, renewed boo
 	for _, a := range r.scen.HTTP {
 		env[a.EnvName()] = sandbox.RelayURL + gateway.HTTPPathPrefix + a.Name + "/" + token
 	}
+	// The scenario's MCP servers, for any MCP client: the gateway's MCP
+	// endpoint (streamable HTTP), the token in its path.
+	if len(r.scen.MCPServers()) > 0 {
+		env[EnvMCPURL] = sandbox.RelayURL + gateway.MCPPathPrefix + token
+	}
 
 	// Start runs to completion even on Ctrl-C, so that the harness always
 	// learns the sandbox's id and can remove it; the cancellation is acted

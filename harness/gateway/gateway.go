@@ -175,6 +175,8 @@ func (s *Server) Handler() http.Handler {
 	// Any method: the route is the HTTP API's, authenticated by the token
 	// in the path.
 	mux.HandleFunc(HTTPPathPrefix+"{api}/{token}/{path...}", s.httpPassThrough)
+	// MCP over streamable HTTP, authenticated by the token in the path.
+	mux.HandleFunc(MCPPathPrefix+"{token}", s.mcpEndpoint)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if methods, ok := allowed[r.URL.Path]; ok {
 			w.Header().Set("Allow", strings.Join(methods, ", "))

@@ -45,10 +45,32 @@ type Result struct {
 	LLM            *LLMTotals        `json:"llm,omitempty"`
 	Reflections    []Reflection      `json:"reflections,omitempty"`
 	Gate           *GateCounts       `json:"gate,omitempty"`
-	Report         *ReportRecord     `json:"report,omitempty"` // the agent's report file, when the scenario names one and the agent reported done
-	WallMS         int64             `json:"wall_ms"`
-	VirtualMS      int64             `json:"virtual_ms"`
-	HistoryDigest  string            `json:"history_digest"`
+	// ReplayDivergence is the first request of an HTTP replay (mode:
+	// replay, --http-replay) its recording could not answer; the
+	// invariants that read the world are then unknown.
+	ReplayDivergence *ReplayDivergence `json:"replay_divergence,omitempty"`
+	// Report is the agent's report file, when the scenario names one and
+	// the agent reported done.
+	Report        *ReportRecord `json:"report,omitempty"`
+	WallMS        int64         `json:"wall_ms"`
+	VirtualMS     int64         `json:"virtual_ms"`
+	HistoryDigest string        `json:"history_digest"`
+}
+
+// ReplayDivergence names the first request of a replay that its
+// recording could not answer: it was refused (502 replay_diverged), never
+// sent upstream.
+type ReplayDivergence struct {
+	API   string `json:"api"`
+	Kind  string `json:"kind"`  // http.<api>.<kind>
+	Route string `json:"route"` // "METHOD /path"
+	// Ordinal is the request's number among the run's requests to the API,
+	// from 1; Occurrence its number among those with its kind and args.
+	Ordinal    int64  `json:"ordinal"`
+	Occurrence int    `json:"occurrence"`
+	Key        string `json:"key,omitempty"`
+	Recording  string `json:"recording,omitempty"` // the run replayed
+	Message    string `json:"message"`
 }
 
 // FaultResult is one scheduled fault in a result.
