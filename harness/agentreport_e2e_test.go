@@ -20,16 +20,18 @@ import (
 )
 
 var _ = Describe("the agent's report file against the real engine", func() {
-	// reporting is the deploy scenario with report: and a variant of the
-	// deployer that writes it before it reports done.
-	reporting := func() *scenarios.Scenario {
+	// reportingWith is the deploy scenario with report (a YAML line) and
+	// a variant of the deployer, reporting, that writes /workspace/report.md
+	// before it reports done; reporting is it with the default report:.
+	reportingWith := func(report string) *scenarios.Scenario {
 		GinkgoHelper()
 		scen := deployWith("  reporting:\n    builtin: deployer\n    args: [--report, /workspace/report.md]\n")
-		text := string(scen.Raw) + "report: {path: /workspace/report.md}\n"
+		text := string(scen.Raw) + report
 		s, err := scenarios.Parse("deploy-report.yaml", []byte(text))
 		Expect(err).NotTo(HaveOccurred())
 		return s
 	}
+	reporting := func() *scenarios.Scenario { return reportingWith("report: {path: /workspace/report.md}\n") }
 	// cli runs the overnight binary on state: a process of its own.
 	cli := func(ctx SpecContext, state string, args ...string) (string, string, int) {
 		GinkgoHelper()
@@ -115,5 +117,19 @@ var _ = Describe("the agent's report file against the real engine", func() {
 		Expect(code).To(Equal(3))
 		Expect(out).To(BeEmpty())
 		Expect(errOut).To(ContainSubstring(": the agent's report /workspace/report.md, missing: the agent wrote no such file"))
+	}, SpecTimeout(3*time.Minute))
+
+	It("records a file over the scenario's max_bytes as unreadable, with why, and keeps nothing of it", func(ctx SpecContext) {
+		h, _, _ := open(ctx)
+		res, err := h.Run(ctx, harness.RunRequest{Scenario: reportingWith("report: {path: /workspace/report.md, max_bytes: 16}\n"), Agent: "reporting"})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res.Verdict).To(Equal(harness.VerdictPass), res.Reason)
+		Expect(res.Report).NotTo(BeNil())
+		Expect(res.Report.Status).To(Equal(history.ReportUnreadable))
+		Expect(res.Report.Error).To(ContainSubstring("file too large"))
+		Expect(res.Report.SHA256).To(BeEmpty())
+		full, err := h.Full(ctx, res.RunID)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(full.Report.Content).To(BeEmpty())
 	}, SpecTimeout(3*time.Minute))
 })
