@@ -107,7 +107,7 @@ func (r *run) judge(ctx context.Context, end endState) (*Result, error) {
 		VirtualMS: ms(clock.Sub(rec.VirtualStart)), Outcome: history.OutcomeNone, LLM: totals,
 	}
 	if done != nil {
-		res.Outcome = done.Outcome
+		res.Outcome, res.Report = done.Outcome, done.Report
 	}
 	ev := &invariant.Evidence{World: r.world, Task: r.task, VirtualStart: rec.VirtualStart, Recovery: r.scen.Limits.Recovery, Label: history.EffectLabel}
 	for _, e := range effects {

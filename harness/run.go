@@ -418,6 +418,12 @@ func (r *run) Done(ctx context.Context, c gateway.Caller, d protocol.Done) error
 	case err != nil:
 		return gateway.Errorf(http.StatusBadRequest, protocol.CodeBadRequest, "done %v", err)
 	}
+	// The report file is read before the claim is durable, and outside the
+	// run's lock: the claim's record carries it.
+	report, err := r.copyReport(ctx, c.Attempt)
+	if err != nil {
+		return err
+	}
 	r.mu.Lock()
 	defer r.unlock()
 	if r.done != nil {
@@ -430,12 +436,15 @@ func (r *run) Done(ctx context.Context, c gateway.Caller, d protocol.Done) error
 	if err := r.writable(c); err != nil {
 		return err
 	}
-	rec := history.DoneRecord{Outcome: d.Outcome, Summary: d.Summary, Claims: claims, Consistency: consistency, Attempt: c.Attempt, Virtual: r.clock.now}
+	rec := history.DoneRecord{Outcome: d.Outcome, Summary: d.Summary, Claims: claims, Consistency: consistency, Attempt: c.Attempt, Virtual: r.clock.now, Report: report}
 	if err := r.put(ctx, history.DoneEntry(r.rec.ID, rec)); err != nil {
 		return fmt.Errorf("record done: %w", err)
 	}
 	r.done = &rec
 	r.event(ctx, "done", d.Summary, map[string]any{"outcome": d.Outcome})
+	if report != nil {
+		r.event(ctx, "harness.report", reportEventText(report), map[string]any{"path": report.Path, "status": report.Status, "bytes": report.Bytes})
+	}
 	close(r.doneCh)
 	if d.Outcome == protocol.OutcomeFailure {
 		r.failed(Failure{Kind: FailureDone, Attempt: c.Attempt, Detail: d.Summary})

@@ -272,6 +272,34 @@ type DoneRecord struct {
 	// Withdrawn says the run went on after the claim (an attempt policy
 	// reopened it): it is no longer the agent's last word.
 	Withdrawn bool `json:"withdrawn,omitempty"`
+	// Report is the agent's report file as the harness found it when the
+	// agent reported done; nil when the scenario names none.
+	Report *ReportRecord `json:"report,omitempty"`
+}
+
+// What became of the agent's report file (ReportRecord.Status).
+const (
+	// ReportKept: it was copied out of the sandbox and kept as a blob.
+	ReportKept = "kept"
+	// ReportMissing: the agent wrote no such file. Not an error of the
+	// run; the report says so.
+	ReportMissing = "missing"
+	// ReportUnreadable: there is something at the path that could not be
+	// kept (a directory, a link out of the workspace, a file over the
+	// scenario's max_bytes, a backend that cannot copy a file out); Error
+	// says which.
+	ReportUnreadable = "unreadable"
+)
+
+// ReportRecord is the agent's report file (the scenario's report:), as
+// the harness found it in the sandbox when the agent reported done —
+// journaled with the claim, its content a blob.
+type ReportRecord struct {
+	Path   string `json:"path"`
+	Status string `json:"status"`           // ReportKept, ReportMissing or ReportUnreadable
+	SHA256 string `json:"sha256,omitempty"` // the content's hash, its blob (kept)
+	Bytes  int64  `json:"bytes"`            // its size (kept)
+	Error  string `json:"error,omitempty"`  // why it was not kept (unreadable)
 }
 
 // LLMRecord is one LLM exchange, as journaled: what was asked, what came

@@ -60,6 +60,9 @@ type runModel struct {
 	// the ones the harness wrote instead (shown only when there are any).
 	Poisoned  []history.PoisonedCheckpoint
 	Rollbacks []history.Rollback
+	// AgentReport is the agent's report file; nil when the scenario names
+	// none or the agent has not reported done.
+	AgentReport *history.AgentReport
 }
 
 type faultRow struct {
@@ -106,7 +109,7 @@ func newRunModel(f *history.Full) *runModel {
 	m := &runModel{Rec: rec, Res: rec.Result, Agent: history.AgentLabel(rec.Agent), Verdict: rec.Verdict, Reason: rec.Reason,
 		Started: rec.StartedAt.UTC().Format(time.RFC3339), Reproduce: harness.ReproduceCommand(rec),
 		Marks: timeline.Marks(f), Reflections: f.Reflections, Gate: f.Gate,
-		Reflective: len(f.Reflections) > 0 || len(f.Gate) > 0}
+		Reflective: len(f.Reflections) > 0 || len(f.Gate) > 0, AgentReport: f.Report}
 	since := func(t time.Time) string {
 		if t.IsZero() {
 			return "–"
@@ -269,7 +272,10 @@ var runHTML = sync.OnceValue(func() *template.Template {
 {{if .Invariants}}<table><tr><th>verdict</th><th>invariant</th><th>kind</th><th>detail</th></tr>
 {{range .Invariants}}<tr><td class="{{.Verdict}}">{{.Verdict}}</td><td>{{.Name}}</td><td>{{.Kind}}</td><td>{{.Detail}}</td></tr>
 {{end}}</table>{{else}}<p class="muted">Not judged yet: invariants are judged when the run ends.</p>{{end}}
-<h2>Faults</h2>
+{{with .AgentReport}}<h2>The agent's report</h2>
+<p>{{.Describe}}</p>
+{{if .Content}}<pre>{{.Content}}</pre>
+{{end}}{{end}}<h2>Faults</h2>
 {{if .Faults}}<table><tr><th>fault</th><th>applied</th><th class="n">attempt</th><th>healed</th><th>met</th><th>detail</th></tr>
 {{range .Faults}}<tr><td><code>{{.Spec}}</code>{{if .From}} <span class="muted">from {{.From}}</span>{{end}}</td><td>{{.Applied}}</td><td class="n">{{if .Attempt}}{{.Attempt}}{{end}}</td><td>{{.Healed}}</td><td class="{{if .Bad}}bad{{else}}ok{{end}}">{{.Met}}</td><td>{{.Detail}}</td></tr>
 {{end}}</table>{{else}}<p>No fault was scheduled.</p>{{end}}
@@ -361,6 +367,17 @@ func RunMarkdown(w io.Writer, f *history.Full) error {
 		rows = append(rows, []string{inv.Verdict, inv.Name, inv.Kind, inv.Detail})
 	}
 	mdSection(&b, "Invariants", "", "Not judged yet: invariants are judged when the run ends.", "| verdict | invariant | kind | detail |\n|---|---|---|---|", rows)
+	if r := m.AgentReport; r != nil {
+		fmt.Fprintf(&b, "## The agent's report\n\n%s\n\n", mdEscape(r.Describe()))
+		if r.Content != "" {
+			fence := mdFence(r.Content)
+			fmt.Fprintf(&b, "%s\n%s", fence, r.Content)
+			if !strings.HasSuffix(r.Content, "\n") {
+				b.WriteString("\n")
+			}
+			fmt.Fprintf(&b, "%s\n\n", fence)
+		}
+	}
 	rows = nil
 	for _, fr := range m.Faults {
 		spec := "`" + fr.Spec + "`"
@@ -409,6 +426,19 @@ func RunMarkdown(w io.Writer, f *history.Full) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// mdFence is a code fence no line of text can close: tildes, one more
+// than the longest run of them text starts a line with (at least three).
+func mdFence(text string) string {
+	n := 3
+	for line := range strings.SplitSeq(text, "\n") {
+		line = strings.TrimLeft(line, " ")
+		if k := len(line) - len(strings.TrimLeft(line, "~")); k >= n {
+			n = k + 1
+		}
+	}
+	return strings.Repeat("~", n)
 }
 
 // mdSection writes a Markdown section: its title, a line of text (if

@@ -112,6 +112,18 @@ var _ = Describe("the viewer", func() {
 		code, _ = get(srv, "/runs/"+detailed+"/report.md")
 		Expect(code).To(Equal(200))
 
+		code, body = get(srv, "/runs/"+detailed)
+		Expect(code).To(Equal(200))
+		Expect(body).To(ContainSubstring(`<a href="/runs/` + detailed + `/agent-report">the agent's report file</a>`))
+		Expect(body).To(ContainSubstring("<h2>The agent's report</h2>\n<p>/workspace/report.md, kept ("))
+		Expect(body).To(ContainSubstring("&lt;b&gt;not markup&lt;/b&gt;: api behind prod.example.com"), "what the agent wrote stays text")
+		code, body = get(srv, "/runs/"+detailed+"/agent-report")
+		Expect(code).To(Equal(200))
+		Expect(body).To(Equal(fixtureAgentReport))
+		code, body = get(srv, "/runs/"+runID(1)+"/agent-report")
+		Expect(code).To(Equal(404))
+		Expect(body).To(ContainSubstring("the run has no report file"))
+
 		code, body = get(srv, "/runs/no-such-run")
 		Expect(code).To(Equal(404))
 		Expect(body).To(ContainSubstring(`no such run &#34;no-such-run&#34;`))

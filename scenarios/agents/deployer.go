@@ -10,6 +10,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"time"
 
 	"github.com/overnight-dev/overnight/sandbox/agent"
@@ -70,11 +71,12 @@ func Deployer(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	flaky := fs.Bool("flaky", false, "half the time (a coin per process) send step 4 without its image, which the world refuses: a flaky agent")
 	careless := fs.Bool("careless", false, "record a step whose effect failed transiently as done, without retrying it (deliberately broken: its checkpoint's claims are poisoned)")
 	fragile := fs.Bool("fragile-resume", false, "read its checkpoint back more strictly than it writes it, so every resume dies (exit 1) — a crash-recovery bug — unless a crash_recovery lesson says how to read it")
+	report := fs.String("report", "", "before reporting done, write a Markdown report of the deployment to this file (a scenario's report:, such as /workspace/report.md)")
 	return runMain(ctx, fs, args, stderr, func(ctx context.Context, c *agent.Client) error {
 		if *stubborn {
 			ctx = context.WithoutCancel(ctx)
 		}
-		return deploy(ctx, c, deployOptions{naive: *naive, delay: *delay, giveUp: *giveUp, ignoreLessons: *ignoreLessons, blindRetry: *blindRetry, randomNet: *randomNet, flaky: *flaky, fragile: *fragile, careless: *careless}, stdout)
+		return deploy(ctx, c, deployOptions{naive: *naive, delay: *delay, giveUp: *giveUp, ignoreLessons: *ignoreLessons, blindRetry: *blindRetry, randomNet: *randomNet, flaky: *flaky, fragile: *fragile, careless: *careless, report: *report}, stdout)
 	})
 }
 
@@ -89,6 +91,7 @@ type deployOptions struct {
 	flaky         bool          // half the time, a bad step 4
 	fragile       bool          // die on every resume unless a crash_recovery lesson says how to read the checkpoint
 	careless      bool          // record a step whose effect failed transiently as done
+	report        string        // a Markdown report written here before done ("" : none)
 }
 
 // ClassCrashRecovery is the lesson class that tells the fragile deployer
@@ -295,6 +298,13 @@ func deploy(ctx context.Context, c *agent.Client, o deployOptions, out io.Writer
 		step = next
 	}
 	claims := map[string]any{"dns": task.DNS, "endpoint": st.Endpoint, "database_id": st.DatabaseID}
+	if o.report != "" {
+		text := fmt.Sprintf("# Deployed %s\n\n- network: %s\n- database: %s\n- service endpoint: %s\n- DNS: %s\n",
+			task.Service.Name, task.Network, st.DatabaseID, st.Endpoint, task.DNS)
+		if err := os.WriteFile(o.report, []byte(text), 0o644); err != nil {
+			return fmt.Errorf("write the report: %w", err)
+		}
+	}
 	if err := c.Done(ctx, protocol.OutcomeSuccess, fmt.Sprintf("deployed %s behind %s", task.Service.Name, task.DNS), claims); err != nil {
 		return fmt.Errorf("done: %w", err)
 	}
