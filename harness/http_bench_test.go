@@ -100,15 +100,7 @@ func BenchmarkHTTPPassThrough(b *testing.B) {
 		if key == "gateway" {
 			req.Header.Set("Idempotency-Key", fmt.Sprintf("put-%d", n))
 		}
-		resp, err := c.Do(req)
-		if err != nil {
-			b.Fatal(err)
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			b.Fatalf("%s: %s", url, resp.Status)
-		}
+		doOK(b, c, req)
 		return time.Since(start)
 	}
 	appends := func(n int) time.Duration {
@@ -128,15 +120,7 @@ func BenchmarkHTTPPassThrough(b *testing.B) {
 		start := time.Now()
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://gateway/v1/clock", nil)
 		req.Header.Set("Authorization", "Bearer "+token)
-		resp, err := viaSocket.Do(req)
-		if err != nil {
-			b.Fatal(err)
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			b.Fatalf("GET /v1/clock: %s", resp.Status)
-		}
+		doOK(b, viaSocket, req)
 		return time.Since(start)
 	}
 	var viaGateway, viaDirect, floor, harnessShare, clocks []time.Duration
@@ -172,6 +156,20 @@ func BenchmarkHTTPPassThrough(b *testing.B) {
 	// Durable writes per pass-through: every sync of the run less the
 	// floor's two per round.
 	b.ReportMetric(float64(after.Syncs-before.Syncs)/float64(b.N)-2, "syncs/op")
+}
+
+// doOK sends req, reads its answer to the end and fails the benchmark
+// unless it is 200 OK.
+func doOK(b *testing.B, c *http.Client, req *http.Request) {
+	resp, err := c.Do(req)
+	if err != nil {
+		b.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b.Fatalf("%s %s: %s", req.Method, req.URL, resp.Status)
+	}
 }
 
 // timingTransport times each round trip it carries; last is the latest's.
