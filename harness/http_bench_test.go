@@ -36,7 +36,8 @@ limits: {horizon: 10d}
 // /v1/http/etcd/<token>/v3/kv/put (route match, the effect path: intent,
 // the upstream, the journal of its answer, the result — each durable — and
 // the duplicates check), interleaved in one run, beside the floor of two
-// durable journal appends measured in the same run. harness-share is each
+// durable journal appends measured in the same run, and the gateway's own
+// round trip (GET /v1/clock over the same socket). harness-share is each
 // pass-through's time less its round trip to etcd (timed at the world's
 // transport): what the harness itself adds, whatever etcd took.
 //
@@ -99,15 +100,7 @@ func BenchmarkHTTPPassThrough(b *testing.B) {
 		if key == "gateway" {
 			req.Header.Set("Idempotency-Key", fmt.Sprintf("put-%d", n))
 		}
-		resp, err := c.Do(req)
-		if err != nil {
-			b.Fatal(err)
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			b.Fatalf("%s: %s", url, resp.Status)
-		}
+		doOK(b, c, req)
 		return time.Since(start)
 	}
 	appends := func(n int) time.Duration {
@@ -120,7 +113,17 @@ func BenchmarkHTTPPassThrough(b *testing.B) {
 		}
 		return time.Since(start)
 	}
-	var viaGateway, viaDirect, floor, harnessShare []time.Duration
+	// The gateway's own round-trip floor: GET /v1/clock by the same
+	// client over the same socket (auth, routing, a lock, a small JSON
+	// answer; nothing durable).
+	clock := func() time.Duration {
+		start := time.Now()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://gateway/v1/clock", nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		doOK(b, viaSocket, req)
+		return time.Since(start)
+	}
+	var viaGateway, viaDirect, floor, harnessShare, clocks []time.Duration
 	before := h.j.Stats()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -129,6 +132,7 @@ func BenchmarkHTTPPassThrough(b *testing.B) {
 		viaGateway = append(viaGateway, g)
 		harnessShare = append(harnessShare, g-timed.last)
 		floor = append(floor, appends(i))
+		clocks = append(clocks, clock())
 	}
 	b.StopTimer()
 	after := h.j.Stats()
@@ -144,9 +148,28 @@ func BenchmarkHTTPPassThrough(b *testing.B) {
 	b.ReportMetric(float64((g-d).Microseconds())/1000, "overhead-p50-ms")
 	b.ReportMetric(float64(f.Microseconds())/1000, "two-appends-p50-ms")
 	b.ReportMetric(float64(p50(harnessShare).Microseconds())/1000, "harness-share-p50-ms")
+	c := p50(clocks)
+	b.ReportMetric(float64(c.Microseconds())/1000, "gateway-clock-p50-ms")
+	// What the overhead holds beyond the two floors: the syncs' and the
+	// gateway's round trip.
+	b.ReportMetric(float64((g-d-f-c).Microseconds())/1000, "overhead-beyond-floors-p50-ms")
 	// Durable writes per pass-through: every sync of the run less the
 	// floor's two per round.
 	b.ReportMetric(float64(after.Syncs-before.Syncs)/float64(b.N)-2, "syncs/op")
+}
+
+// doOK sends req, reads its answer to the end and fails the benchmark
+// unless it is 200 OK.
+func doOK(b *testing.B, c *http.Client, req *http.Request) {
+	resp, err := c.Do(req)
+	if err != nil {
+		b.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b.Fatalf("%s %s: %s", req.Method, req.URL, resp.Status)
+	}
 }
 
 // timingTransport times each round trip it carries; last is the latest's.

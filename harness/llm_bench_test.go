@@ -116,15 +116,7 @@ func BenchmarkLLMOverhead(b *testing.B) {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 		req.Header.Set("Authorization", "Bearer "+token)
 		req.Header.Set("Content-Type", "application/json")
-		resp, err := c.Do(req)
-		if err != nil {
-			b.Fatal(err)
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			b.Fatalf("%s: %s", url, resp.Status)
-		}
+		doOK(b, c, req)
 		return time.Since(start)
 	}
 	var viaGateway, viaDirect []time.Duration
