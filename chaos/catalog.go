@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -150,6 +151,15 @@ func builtinKinds() []Kind {
 			Draw:     func(*rand.Rand, Reach) (string, time.Duration) { return "v2", 0 },
 		},
 		{
+			Name: "dep-update", Group: "world", MetBy: MetByLaterEffect, DefaultPhase: PhaseBefore, Triggers: onceTriggers, Example: "dep-update@t:3d",
+			Arg:        "the library to update (default: the world picks the first with a release left)",
+			WorldEvent: "world.dep_update",
+			Summary:    "a dependency update: a logging library of the world moves to its next release and changes a default (format or level) on the services that use it; a candidate written for the old default stops working. Only a world that declares the world.dep_update event (fleet) takes it",
+			New:        func(s Spec) (Fault, error) { return depUpdateFault{library: s.Arg}, nil },
+			// Never drawn at random: only a world with the event takes it
+			// (a scenario's draws: may list it).
+		},
+		{
 			Name: "effect-5xx", Group: "world", Path: PathEffect, Severity: 2, MetBy: MetByEffectHit, DrawTriggers: effectOnly, Triggers: anyTrigger, Example: "effect-5xx@effect:2",
 			Duration:     DurationOptional,
 			DefaultPhase: PhaseBefore,
@@ -293,6 +303,17 @@ func (f *versionFault) Undo(ctx context.Context, t Target) error {
 		return nil
 	}
 	_, err := t.SetAPIVersion(ctx, f.from)
+	return err
+}
+
+type depUpdateFault struct{ library string }
+
+func (f depUpdateFault) Inject(ctx context.Context, t Target) error {
+	var args json.RawMessage
+	if f.library != "" {
+		args, _ = json.Marshal(map[string]string{"library": f.library})
+	}
+	_, err := t.FireWorldEvent(ctx, "world.dep_update", args)
 	return err
 }
 

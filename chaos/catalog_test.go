@@ -38,7 +38,7 @@ var _ = Describe("the fault catalog", func() {
 		Entry(nil, "stop@t:1d"), Entry(nil, "stop:5s@t:1d/1h"), Entry(nil, "restart@rate:2/1d"),
 		Entry(nil, "pause@t:1d/30m"), Entry(nil, "harness-crash@effect:2"),
 		Entry(nil, "netdrop@t:36h/2h"), Entry(nil, "blackhole@step:2/1h"), Entry(nil, "latency:200ms+50ms@step:2/1h"),
-		Entry(nil, "api-version:v2@t:4d"), Entry(nil, "effect-5xx@effect:2"), Entry(nil, "effect-5xx@t:1d/1h"),
+		Entry(nil, "api-version:v2@t:4d"), Entry(nil, "dep-update@t:3d"), Entry(nil, "dep-update:zlog@effect:2"), Entry(nil, "effect-5xx@effect:2"), Entry(nil, "effect-5xx@t:1d/1h"),
 		Entry(nil, "effect-slow:1s@effect:3"), Entry(nil, "clock-jump:6h@t:2d"),
 		Entry(nil, "world-crash@effect:2"), Entry(nil, "world-crash@effect:2:before"), Entry(nil, "world-crash@t:1d"),
 	)

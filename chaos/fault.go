@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -50,6 +51,10 @@ type World interface {
 	// reach the world, and/or delays them; once applies it to the next
 	// effect only. The zero EffectToxic removes it.
 	SetEffectToxic(t EffectToxic)
+	// FireWorldEvent makes a world event happen to the world (kind, e.g.
+	// "world.dep_update", with its arguments) and returns its result; a
+	// world that does not undergo it is an error.
+	FireWorldEvent(ctx context.Context, kind string, args json.RawMessage) (json.RawMessage, error)
 	// CrashWorld SIGKILLs the process (or container) of a world the
 	// harness started for the run; it is started again on its data when
 	// next reached. Fired by effect:N, the effect's answer is lost (the
@@ -196,6 +201,10 @@ type Kind struct {
 	// on nothing else: a scenario whose world is built in or reached by
 	// URL is refused before it starts.
 	StartedWorld bool `json:"started_world,omitempty"`
+	// WorldEvent names the world event a fault of the kind fires (its
+	// ledger kind, e.g. "world.dep_update"): a scenario whose world does
+	// not declare it is refused before it starts.
+	WorldEvent string `json:"world_event,omitempty"`
 	// New builds one fault from a spec already checked against the fields
 	// above; it parses and checks ARG.
 	New func(Spec) (Fault, error) `json:"-"`

@@ -264,6 +264,8 @@ func (r *Registry) CheckDrawable(name string, reach Reach) error {
 			why = ": it ends the harness's own process"
 		case k.StartedWorld:
 			why = ": it acts only on a world the harness starts for the run (a command or image world)"
+		case k.WorldEvent != "":
+			why = ": it acts only on a world that declares the " + k.WorldEvent + " event"
 		}
 		return fmt.Errorf("%s is %w%s; schedule it by hand instead, as in --fault %s", name, ErrNotDrawable, why, k.Example)
 	}

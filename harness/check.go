@@ -78,7 +78,7 @@ func CheckScenario(scen *scenarios.Scenario, opts CheckOptions) error {
 		}
 	}
 	if opts.Faults != nil {
-		errs = append(errs, checkFaults(scen, opts.Faults, opts.Backend)...)
+		errs = append(errs, checkFaults(scen, opts.Faults, opts.Backend, opts.Worlds)...)
 	}
 	errs = append(errs, checkInvariants(scen, opts.Invariants)...)
 	return errs.Err()
@@ -113,10 +113,10 @@ func checkInvariants(scen *scenarios.Scenario, reg *invariant.Registry) scenario
 
 // checkFaults checks the scenario's faults and the kinds of its draws
 // against a fault registry.
-func checkFaults(scen *scenarios.Scenario, reg *chaos.Registry, backend sandbox.Type) scenarios.ErrorList {
+func checkFaults(scen *scenarios.Scenario, reg *chaos.Registry, backend sandbox.Type, worlds *world.Registry) scenarios.ErrorList {
 	var errs scenarios.ErrorList
 	lacks := func(ptr, path string, k chaos.Kind) {
-		for _, why := range lacking(scen, k, backend) {
+		for _, why := range lacking(scen, k, backend, worlds) {
 			errs = append(errs, scen.ErrorAt(ptr, "%s: %s", path, why))
 		}
 	}
@@ -157,10 +157,16 @@ func checkFaults(scen *scenarios.Scenario, reg *chaos.Registry, backend sandbox.
 
 // lacking says what a fault of kind k needs that the scenario on backend
 // does not offer: a capability of the backend's type, the sandbox network
-// a link fault cuts, or a world the harness starts (and can kill). Empty:
+// a link fault cuts, a world the harness starts (and can kill), or a world
+// (built in, from worlds) that undergoes the event the fault fires. Empty:
 // nothing.
-func lacking(scen *scenarios.Scenario, k chaos.Kind, backend sandbox.Type) []string {
+func lacking(scen *scenarios.Scenario, k chaos.Kind, backend sandbox.Type, worlds *world.Registry) []string {
 	var out []string
+	if k.WorldEvent != "" {
+		if why := lacksEvent(scen, k, worlds); why != "" {
+			out = append(out, why)
+		}
+	}
 	if w := scen.World; k.StartedWorld && len(w.Command) == 0 && w.Image == "" {
 		what := fmt.Sprintf("world %s is built into the harness", w.Name)
 		if w.URL != "" {
@@ -178,6 +184,33 @@ func lacking(scen *scenarios.Scenario, k chaos.Kind, backend sandbox.Type) []str
 		}
 	}
 	return out
+}
+
+// lacksEvent says why the scenario's world cannot take the world event a
+// fault of kind k fires ("": it can). A world over the protocol is
+// refused: the protocol carries no world events but API version changes.
+func lacksEvent(scen *scenarios.Scenario, k chaos.Kind, worlds *world.Registry) string {
+	w := scen.World
+	switch {
+	case !scen.HasWorld():
+		return fmt.Sprintf("%s fires the world event %s, and this scenario has no world: (only HTTP APIs)", k.Name, k.WorldEvent)
+	case w.Remote():
+		return fmt.Sprintf("%s fires the world event %s, and world %s is served over the world protocol, which carries no world events but API version changes", k.Name, k.WorldEvent, w.Label())
+	}
+	d, ok := worlds.Definition(w.Name)
+	if !ok {
+		return "" // an unknown world is refused on its own
+	}
+	if world.HasEvent(d.Events, k.WorldEvent) {
+		return ""
+	}
+	var takes []string
+	for _, other := range worlds.Definitions() {
+		if world.HasEvent(other.Events, k.WorldEvent) {
+			takes = append(takes, other.Name)
+		}
+	}
+	return fmt.Sprintf("%s fires the world event %s, which world %s does not undergo (the worlds that do: %s; see `overnight worlds`)", k.Name, k.WorldEvent, w.Name, strings.Join(takes, ", "))
 }
 
 func capabilityList(t sandbox.Type) string {

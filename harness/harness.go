@@ -53,6 +53,7 @@ import (
 	"github.com/overnight-dev/overnight/sandbox"
 	"github.com/overnight-dev/overnight/scenarios"
 	"github.com/overnight-dev/overnight/scenarios/cloud"
+	"github.com/overnight-dev/overnight/scenarios/fleet"
 	"github.com/overnight-dev/overnight/scenarios/invariant"
 	"github.com/overnight-dev/overnight/scenarios/world"
 )
@@ -171,6 +172,7 @@ type Harness struct {
 	procs   *worldProcs      // command worlds started for runs (nil: none yet)
 	images  *imageWorlds     // image worlds started for runs (nil: none yet)
 	shadows *shadowUpstreams // HTTP APIs' scratch upstreams started for isolated runs (nil: none yet)
+	mcp     *mcpServers      // MCP servers connected (stdio ones started) for runs (nil: none yet)
 
 	control *controlServer // the state dir's control socket (nil: none)
 	// index keeps the runs' headers for QueryRuns, told by w of every run
@@ -230,10 +232,12 @@ func Open(ctx context.Context, opts Options) (*Harness, error) {
 	return h, nil
 }
 
-// DefaultWorlds returns a registry of the worlds this version ships: cloud.
+// DefaultWorlds returns a registry of the worlds this version ships:
+// cloud and fleet.
 func DefaultWorlds() *world.Registry {
 	r := world.NewRegistry()
 	cloud.Register(r)
+	fleet.Register(r)
 	return r
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/overnight-dev/overnight/scenarios"
 	"github.com/overnight-dev/overnight/scenarios/world"
 	"github.com/overnight-dev/overnight/scenarios/world/httpworld"
+	"github.com/overnight-dev/overnight/scenarios/world/mcpworld"
 )
 
 // ErrNoCredential is wrapped when an HTTP API's credential is not in the
@@ -76,9 +77,10 @@ func (h *Harness) recording(a scenarios.HTTPAPI) ([]world.LedgerEntry, error) {
 }
 
 // openHTTPWorlds opens the world of run rec, whose scenario declares HTTP
-// APIs, in store under prefix: the scenario's world: (if any, opened by
-// base) and each API's world, behind one router.
-func (h *Harness) openHTTPWorlds(rec history.RunRecord, scen *scenarios.Scenario, store world.Store, prefix []byte, base httpworld.OpenBase) (world.World, error) {
+// APIs or MCP servers, in store under prefix: the scenario's world: (if
+// any, opened by base), each API's world and each MCP server's (on the
+// run's connection to it), behind one router.
+func (h *Harness) openHTTPWorlds(ctx context.Context, rec history.RunRecord, scen *scenarios.Scenario, store world.Store, prefix []byte, base httpworld.OpenBase) (world.World, error) {
 	// The journal of an API's answers is made durable by each effect's
 	// result (AnswersStore): the pass-through costs the effect path's two
 	// durable writes, intent and result. A shadow's is a scratch store's.
@@ -115,6 +117,15 @@ func (h *Harness) openHTTPWorlds(rec history.RunRecord, scen *scenarios.Scenario
 			cfg.Recording, cfg.RecordingRun = l, a.Recording
 		}
 		return httpworld.Open(cfg, store, prefix)
+	}, func(m scenarios.MCPServer, store world.Store, prefix []byte) (world.World, error) {
+		if rec.Isolated != nil {
+			return nil, fmt.Errorf("%w: MCP server %s of isolated run %s: shadows of MCP servers are not built in this version", ErrNoShadow, m.Name, rec.ID)
+		}
+		c, err := h.mcpServers().conn(ctx, rec.ID, m)
+		if err != nil {
+			return nil, err
+		}
+		return mcpworld.OpenConn(ctx, c, store, prefix)
 	})
 }
 

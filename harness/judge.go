@@ -122,13 +122,20 @@ func (r *run) judge(ctx context.Context, end endState) (*Result, error) {
 		ev.Effects = append(ev.Effects, invariant.Effect{ID: e.ID, InDoubt: e.InDoubt()})
 	}
 	for _, c := range checkpoints {
-		ev.Checkpoints = append(ev.Checkpoints, invariant.Checkpoint{Attempt: c.Attempt, Step: c.Step})
+		ic := invariant.Checkpoint{Attempt: c.Attempt, Step: c.Step, Seq: c.Seq, RollbackOf: c.RollbackOf}
+		if c.Poisoned() {
+			ic.Poisoned = c.Consistency.Reason
+		}
+		ev.Checkpoints = append(ev.Checkpoints, ic)
 	}
 	for _, f := range faults {
 		ev.Faults = append(ev.Faults, invariant.Fault{Spec: f.Spec, Applied: f.Applied, Error: f.Error, Met: f.Met, MetDetail: f.MetDetail, HealedVirtual: f.HealedVirtual})
 	}
 	if done != nil {
-		ev.Done = &invariant.Done{Outcome: done.Outcome, Virtual: done.Virtual}
+		ev.Done = &invariant.Done{Outcome: done.Outcome, Virtual: done.Virtual, Claims: done.Claims}
+		if done.Consistency.Poisoned() {
+			ev.Done.Poisoned = done.Consistency.Reason
+		}
 	}
 	dups, err := r.world.Duplicates(ctx)
 	if err != nil && !errors.Is(err, remote.ErrWorld) && !errors.Is(err, httpworld.ErrReplayDiverged) { // judged below: unknown
@@ -200,6 +207,7 @@ func (r *run) judge(ctx context.Context, end endState) (*Result, error) {
 		}
 		res.Reason = fmt.Sprintf("%s; %s", end.reason, strings.Join(bad, ", "))
 	}
+	res.Poisoned, res.Rollbacks = history.PoisonOf(checkpoints)
 	res.HistoryDigest = digest(effects, checkpoints, faults, lessons, rec.VirtualStart, done)
 	if err := r.reflections(res); err != nil {
 		return nil, err

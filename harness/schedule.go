@@ -179,7 +179,7 @@ func (h *Harness) check(scen *scenarios.Scenario, instances []chaos.Instance) er
 			return err
 		}
 		k, _ := h.opts.Faults.Lookup(in.Spec.Kind)
-		if why := lacking(scen, k, h.opts.Sandbox); len(why) > 0 {
+		if why := lacking(scen, k, h.opts.Sandbox, h.opts.Worlds); len(why) > 0 {
 			return fmt.Errorf("fault %q: %w: %s", in.Spec.String(), chaos.ErrUnsupported, strings.Join(why, "; "))
 		}
 	}
@@ -247,6 +247,17 @@ func (h *Harness) create(ctx context.Context, req RunRequest) (string, error) {
 		if err := h.reachWorld(ctx, id, scen, specs); err != nil {
 			h.releaseWorld(id, scen.World, false)
 			return "", err
+		}
+	}
+	if req.isolation == nil {
+		// Its MCP servers answer — started, initialized, their tools
+		// listed and valid — before the run exists; the connections are
+		// kept for its drive.
+		for _, s := range scen.MCPServers() {
+			if _, err := h.mcpServers().conn(ctx, id, s); err != nil {
+				h.releaseWorld(id, scen.World, false)
+				return "", err
+			}
 		}
 	}
 	entries := []history.Entry{history.RunEntry(rec), history.ClockEntry(id, history.ClockRecord{Now: VirtualEpoch})}

@@ -2,6 +2,7 @@ package harness
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -325,6 +326,21 @@ func (t runTarget) SetAPIVersion(ctx context.Context, version string) (string, e
 		return "", fmt.Errorf("world %s has no API versions", t.r.world.Name())
 	}
 	return v.SetAPIVersion(ctx, version, t.r.clock.now)
+}
+
+// FireWorldEvent implements chaos.World: the world event happens to the
+// run's world (its unprefixed one, behind a router) at the run's virtual
+// time, recorded in its ledger.
+func (t runTarget) FireWorldEvent(ctx context.Context, kind string, args json.RawMessage) (json.RawMessage, error) {
+	ew, ok := t.r.world.(world.Eventful)
+	if !ok || !world.HasEvent(ew.Events(), kind) {
+		return nil, fmt.Errorf("world %s does not undergo the world event %s", t.r.world.Name(), kind)
+	}
+	out, err := ew.FireEvent(ctx, world.Event{Kind: kind, Args: args, Now: t.r.clock.now})
+	if err != nil {
+		return nil, err
+	}
+	return out.Result, nil
 }
 
 // SetEffectToxic implements chaos.World.

@@ -224,7 +224,7 @@ agent:
 		Entry("an empty required value", strings.Replace(header, "world: cloud", "world:", 1),
 			`4:7: world: got null, want string or object (the value is empty)`),
 		Entry("unknown key at top level", header+"colour: red\n",
-			`6:1: unknown field "colour"; allowed: agent, agents, apiVersion, description, draws, faults, gate, goal, http, invariants, kind, limits, llm, name, reach, reflect, sandbox, seed, task, world`),
+			`6:1: unknown field "colour"; allowed: agent, agents, apiVersion, claims, description, draws, faults, gate, goal, http, invariants, kind, limits, llm, mcp, name, reach, reflect, rollback, sandbox, seed, task, world`),
 		Entry("unknown key, nested, with a suggestion", header+"limits:\n  timeout: 1m\n  max_atempts: 3\n",
 			`8:3: limits: unknown field "max_atempts" (did you mean "max_attempts"?); allowed: approval, horizon, max_attempts, recovery, timeout`),
 		Entry("unknown key in an agent variant", header+"agents:\n  v: {builtin: x, argz: [a]}\n",

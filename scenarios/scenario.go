@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/overnight-dev/overnight/chaos"
+	"github.com/overnight-dev/overnight/scenarios/expr"
 	"github.com/overnight-dev/overnight/scenarios/invariant"
 )
 
@@ -53,10 +54,13 @@ type Scenario struct {
 	Name        string // [a-z0-9][a-z0-9-]*
 	Description string
 
-	World World // the world the agent acts on; zero when the scenario declares only HTTP APIs (see HasWorld)
+	World World // the world the agent acts on; zero when the scenario declares only HTTP APIs or MCP servers (see HasWorld)
 	// HTTP are the HTTP APIs the agent calls through the gateway, in file
 	// order; nil if none.
 	HTTP []HTTPAPI
+	// MCP is the mcp: block, the MCP servers the agent calls through the
+	// gateway; nil if none.
+	MCP *MCP
 	// Goal judges goal-reached from an HTTP API's answer to a probe; nil:
 	// the world's own goal judges.
 	Goal  *Goal
@@ -80,6 +84,12 @@ type Scenario struct {
 	LLM        *LLM         // the llm block; nil if the file has none
 	Reflect    *Reflect     // the reflect block; nil: reflection is off
 	Gate       []GateRule   // the effect path's gate policies, in order; nil: every effect is allowed
+	// Claims are the scenario's judges of an agent's claims, by claim
+	// name: CEL yielding a bool over state (the world's snapshot) and claim
+	// (the claim's value); nil if none.
+	Claims map[string]*expr.Program
+	// Rollback is RollbackNone (the default) or RollbackConsistent.
+	Rollback string
 
 	Source string // the path given to Parse or Load, or "builtin:<name>"
 	Raw    []byte // the exact bytes loaded, for the journal
@@ -87,6 +97,23 @@ type Scenario struct {
 	positions   map[string]position // JSON pointer -> where its value is written
 	invariantAt map[string]string   // invariant name -> the JSON pointer where the file lists it
 }
+
+// Rollback policies (rollback:).
+const (
+	// RollbackNone resumes an attempt from the last checkpoint, whatever
+	// it claims.
+	RollbackNone = "none"
+	// RollbackConsistent never resumes an attempt from a poisoned
+	// checkpoint: the harness first writes one carrying the state of the
+	// newest consistent checkpoint.
+	RollbackConsistent = "consistent"
+)
+
+// Claim expression variables: the world's state and the claim's value.
+const (
+	ClaimVarState          = expr.State
+	ClaimVarClaim expr.Var = "claim"
+)
 
 // World names the world a scenario runs against: a built-in (Name, with
 // Options), or a world served over the world protocol (docs/world-protocol.md)

@@ -194,7 +194,8 @@ var _ = Describe("overnight worlds", func() {
 			} `json:"worlds"`
 		}
 		Expect(json.Unmarshal([]byte(o.stdout), &out)).To(Succeed())
-		Expect(out.Worlds).To(HaveLen(1))
+		Expect(out.Worlds).To(HaveLen(2))
+		Expect(out.Worlds[0].Name).To(Equal("cloud"))
 		Expect(out.Worlds[0].Versions).To(HaveLen(2))
 		v2 := out.Worlds[0].Versions[1]
 		Expect(v2.Name).To(Equal("v2"))

@@ -76,6 +76,16 @@ var _ = Describe("overnight world check", func() {
 		Expect(filepath.Join(data, "MANIFEST")).To(BeAnExistingFile(), "the world kept its Badger database in --data")
 	})
 
+	It("starts `overnight world serve fleet` itself and passes every rule: the fleet world over the protocol", func(ctx SpecContext) {
+		data := filepath.Join(GinkgoT().TempDir(), "fleet-world")
+		o := overnight(ctx, GinkgoT().TempDir(), nil, "world", "check", "--data", data, "--", bin, "world", "serve", "fleet")
+		Expect(o.code).To(Equal(0), o.stdout+o.stderr)
+		Expect(checkLines(o.stdout)).To(Equal(allRules("PASS", nil)), o.stdout)
+		Expect(o.stdout).To(ContainSubstring("made a second resource for fleet.try_candidate, which describe declares not idempotent, and duplicates names it"))
+		Expect(o.stdout).To(ContainSubstring("PASS crash-reconciled: SIGKILLed right after answering 6 applies and started again on the same data"))
+		Expect(o.stdout).To(HaveSuffix("9 passed, 0 failed, 0 skipped\n"))
+	})
+
 	It("passes the Python inventory world (exit 0)", func(ctx SpecContext) {
 		if _, err := exec.LookPath("python3"); err != nil {
 			Skip("python3 is not on PATH: the inventory world is a Python 3 program")

@@ -170,7 +170,7 @@ var _ = Describe("overnight world serve", func() {
 
 		o = overnight(ctx, state, nil, "world", "serve", "nope")
 		Expect(o.code).To(Equal(3))
-		Expect(o.stderr).To(ContainSubstring(`no built-in world "nope" (built-in worlds: cloud)`))
+		Expect(o.stderr).To(ContainSubstring(`no built-in world "nope" (built-in worlds: cloud, fleet)`))
 		o = overnight(ctx, state, nil, "world", "serve", "cloud", "--option", "goal=everything")
 		Expect(o.code).To(Equal(3))
 		Expect(o.stderr).To(ContainSubstring("option goal: unknown value everything"))

@@ -45,15 +45,16 @@ validate reports it (exit 3).`,
 			}
 			if output == "json" {
 				type entry struct {
-					Name     string          `json:"name"`
-					Summary  string          `json:"summary"`
-					Options  []world.Field   `json:"options"`
-					Versions []world.Version `json:"versions"`
-					Goals    []world.Goal    `json:"goals"`
+					Name     string            `json:"name"`
+					Summary  string            `json:"summary"`
+					Options  []world.Field     `json:"options"`
+					Versions []world.Version   `json:"versions"`
+					Events   []world.EventInfo `json:"events,omitempty"`
+					Goals    []world.Goal      `json:"goals"`
 				}
 				list := make([]entry, 0, len(defs))
 				for _, d := range defs {
-					list = append(list, entry{d.Name, d.Summary, d.Options, d.Versions, d.Goals})
+					list = append(list, entry{d.Name, d.Summary, d.Options, d.Versions, d.Events, d.Goals})
 				}
 				return writeJSON(g.stdout, map[string]any{"worlds": list})
 			}
@@ -83,6 +84,12 @@ validate reports it (exit 3).`,
 						fmt.Fprintf(w, "    %s %s -> %s%s\n      %s\n", k.Name, k.Args, k.Result, tag, k.Doc)
 					}
 					printErrors(w, v)
+				}
+				if len(d.Events) > 0 {
+					fmt.Fprintln(w, "\n  world events (what happens to the world, recorded in its ledger; a fault fires each):")
+					for _, e := range d.Events {
+						fmt.Fprintf(w, "    %s %s -> %s (fault %s)\n      %s\n", e.Name, e.Args, e.Result, e.Fault, e.Doc)
+					}
 				}
 				for _, goal := range d.Goals {
 					name := goal.Name

@@ -6,6 +6,7 @@ import (
 
 	"github.com/overnight-dev/overnight/chaos"
 	"github.com/overnight-dev/overnight/sandbox/protocol"
+	"github.com/overnight-dev/overnight/scenarios/world"
 )
 
 // Run statuses.
@@ -131,7 +132,47 @@ type CheckpointRecord struct {
 	LLMCalls int   `json:"llm_calls,omitempty"`
 	// Wall is when it was written (for a report's timeline).
 	Wall time.Time `json:"wall,omitzero"`
+	// Claims are what the agent said about the world with it (canonical
+	// JSON; nil: nothing), and Consistency the world's judgement of them,
+	// made as it was written and journaled in the same commit.
+	Claims      json.RawMessage `json:"claims,omitempty"`
+	Consistency *Consistency    `json:"consistency,omitempty"`
+	// RollbackOf is the seq of the poisoned checkpoint this one replaced:
+	// written by the harness (rollback: consistent), it carries the state
+	// of the newest consistent checkpoint before it, RollbackFrom.
+	RollbackOf   int64 `json:"rollback_of,omitempty"`
+	RollbackFrom int64 `json:"rollback_from,omitempty"`
+	// EffectOrder is the order of the last effect journaled when it was
+	// written; a rollback lists in RolledPast the effects journaled after
+	// the checkpoint it went back to (the world keeps them: they are shown,
+	// not undone).
+	EffectOrder int64    `json:"effect_order,omitempty"`
+	RolledPast  []string `json:"rolled_past,omitempty"`
 }
+
+// Poisoned reports whether the world contradicts the checkpoint's claims.
+func (c CheckpointRecord) Poisoned() bool { return c.Consistency.Poisoned() }
+
+// Consistency verdicts.
+const (
+	Consistent = "consistent" // every claim holds
+	Poisoned   = "poisoned"   // the world contradicts a claim
+	// ConsistencyUnknown: no claim is contradicted, but the world could
+	// not judge one.
+	ConsistencyUnknown = "unknown"
+)
+
+// Consistency is the world's judgement of a checkpoint's or a done's
+// claims.
+type Consistency struct {
+	Verdict string `json:"verdict"` // Consistent, Poisoned or ConsistencyUnknown
+	// Reason says why, for a person: the contradicted claims first.
+	Reason string              `json:"reason,omitempty"`
+	Claims []world.ClaimResult `json:"claims,omitempty"`
+}
+
+// Poisoned reports whether the verdict is Poisoned (false for nil: no claims).
+func (c *Consistency) Poisoned() bool { return c != nil && c.Verdict == Poisoned }
 
 // EffectIntent is an effect record's status between its intent and its
 // result.
@@ -225,6 +266,9 @@ type DoneRecord struct {
 	Claims  json.RawMessage `json:"claims,omitempty"`
 	Attempt int             `json:"attempt"`
 	Virtual time.Time       `json:"virtual"`
+	// Consistency is the world's judgement of Claims, made as done was
+	// written (nil: no claims).
+	Consistency *Consistency `json:"consistency,omitempty"`
 	// Withdrawn says the run went on after the claim (an attempt policy
 	// reopened it): it is no longer the agent's last word.
 	Withdrawn bool `json:"withdrawn,omitempty"`

@@ -49,9 +49,14 @@ type Result struct {
 	// replay, --http-replay) its recording could not answer; the
 	// invariants that read the world are then unknown.
 	ReplayDivergence *ReplayDivergence `json:"replay_divergence,omitempty"`
-	WallMS           int64             `json:"wall_ms"`
-	VirtualMS        int64             `json:"virtual_ms"`
-	HistoryDigest    string            `json:"history_digest"`
+	// Poisoned are the checkpoints whose claims the world contradicted,
+	// Rollbacks the checkpoints the harness wrote instead (rollback:
+	// consistent); none: omitted.
+	Poisoned      []PoisonedCheckpoint `json:"poisoned,omitempty"`
+	Rollbacks     []Rollback           `json:"rollbacks,omitempty"`
+	WallMS        int64                `json:"wall_ms"`
+	VirtualMS     int64                `json:"virtual_ms"`
+	HistoryDigest string               `json:"history_digest"`
 }
 
 // ReplayDivergence names the first request of a replay that its
@@ -238,6 +243,20 @@ func (res *Result) WriteText(w io.Writer) error {
 	}
 	if g := res.Gate; g != nil {
 		fmt.Fprintf(&b, "gate: %d held, %d released, %d approved, %d denied\n", g.Held, g.Released, g.Approved, g.Denied)
+	}
+	for _, p := range res.Poisoned {
+		by := "no rollback replaced it"
+		if p.RolledBackBy > 0 {
+			by = fmt.Sprintf("rolled back by checkpoint %d", p.RolledBackBy)
+		}
+		fmt.Fprintf(&b, "poisoned: checkpoint %d (step %d, attempt %d): %s; %s\n", p.Seq, p.Step, p.Attempt, p.Reason, by)
+	}
+	for _, r := range res.Rollbacks {
+		past := ""
+		if len(r.RolledPast) > 0 {
+			past = "; effects since then, kept by the world: " + strings.Join(r.RolledPast, ", ")
+		}
+		fmt.Fprintf(&b, "rollback: checkpoint %d for attempt %d replaced poisoned checkpoint %d with %s%s\n", r.Seq, r.Attempt, r.Of, r.FromText(), past)
 	}
 	b.WriteString("invariants:\n")
 	tw := tabwriter.NewWriter(&b, 2, 4, 2, ' ', 0)

@@ -56,6 +56,10 @@ type runModel struct {
 	Reflective  bool
 	Reflections []history.ReflectionRecord
 	Gate        []history.GateRecord
+	// Poisoned and Rollbacks: the checkpoints the world contradicted, and
+	// the ones the harness wrote instead (shown only when there are any).
+	Poisoned  []history.PoisonedCheckpoint
+	Rollbacks []history.Rollback
 }
 
 type faultRow struct {
@@ -129,6 +133,7 @@ func newRunModel(f *history.Full) *runModel {
 	if m.Claim == "" {
 		m.Claim = history.OutcomeNone
 	}
+	m.Poisoned, m.Rollbacks = history.PoisonOf(run.Checkpoints)
 	for _, fr := range run.Faults {
 		row := faultRow{Spec: fr.Spec, From: fr.From, Applied: "never fired", Healed: "–", Met: "no", Detail: fr.MetDetail, Attempt: fr.AppliedAttempt}
 		if fr.From == fr.Spec {
@@ -277,7 +282,14 @@ var runHTML = sync.OnceValue(func() *template.Template {
 {{if .Attempts}}<table><tr><th class="n">attempt</th><th>started</th><th>ended</th><th>how it ended</th><th class="n">exit code</th><th>notes</th></tr>
 {{range .Attempts}}<tr><td class="n">{{.N}}</td><td>{{.Started}}</td><td>{{.Ended}}</td><td class="{{if .Ok}}ok{{else}}bad{{end}}">{{.End}}</td><td class="n">{{.Exit}}</td><td>{{.Notes}}</td></tr>
 {{end}}</table>{{else}}<p>No attempt started.</p>{{end}}
-<h2>LLM</h2>
+{{if or .Poisoned .Rollbacks}}<h2>Poisoned state</h2>
+{{if .Poisoned}}<table><tr><th class="n">checkpoint</th><th class="n">step</th><th class="n">attempt</th><th>why the world contradicts it</th><th>rolled back</th></tr>
+{{range .Poisoned}}<tr><td class="n">{{.Seq}}</td><td class="n">{{.Step}}</td><td class="n">{{.Attempt}}</td><td class="bad">{{.Reason}}</td><td>{{if .RolledBackBy}}by checkpoint {{.RolledBackBy}}{{else}}no{{end}}</td></tr>
+{{end}}</table>{{end}}
+{{if .Rollbacks}}<table><tr><th class="n">rollback</th><th class="n">attempt</th><th class="n">replaced</th><th>back to</th><th>effects since then (kept by the world)</th></tr>
+{{range .Rollbacks}}<tr><td class="n">{{.Seq}}</td><td class="n">{{.Attempt}}</td><td class="n">{{.Of}}</td><td>{{.FromText}}</td><td>{{range $i, $e := .RolledPast}}{{if $i}}, {{end}}{{$e}}{{end}}</td></tr>
+{{end}}</table>{{end}}
+{{end}}<h2>LLM</h2>
 <p>{{.LLMText}}</p>
 {{.Sections}}`))
 })
@@ -372,6 +384,25 @@ func RunMarkdown(w io.Writer, f *history.Full) error {
 		rows = append(rows, []string{fmt.Sprint(a.N), a.Started, a.Ended, a.End, a.Exit, a.Notes})
 	}
 	mdSection(&b, "Attempts", "", "No attempt started.", "| attempt | started | ended | how it ended | exit code | notes |\n|--:|---|---|---|--:|---|", rows)
+	if len(m.Poisoned) > 0 || len(m.Rollbacks) > 0 {
+		rows = nil
+		for _, p := range m.Poisoned {
+			by := "no"
+			if p.RolledBackBy > 0 {
+				by = fmt.Sprintf("by checkpoint %d", p.RolledBackBy)
+			}
+			rows = append(rows, []string{fmt.Sprint(p.Seq), fmt.Sprint(p.Step), fmt.Sprint(p.Attempt), p.Reason, by})
+		}
+		mdSection(&b, "Poisoned state", "Checkpoints whose claims the world contradicted as they were written.", "No checkpoint is poisoned.",
+			"| checkpoint | step | attempt | why the world contradicts it | rolled back |\n|--:|--:|--:|---|---|", rows)
+		rows = nil
+		for _, r := range m.Rollbacks {
+			rows = append(rows, []string{fmt.Sprint(r.Seq), fmt.Sprint(r.Attempt), fmt.Sprint(r.Of), r.FromText(), strings.Join(r.RolledPast, ", ")})
+		}
+		if len(rows) > 0 {
+			mdTable(&b, "| rollback | attempt | replaced | back to | effects since then (kept by the world) |\n|--:|--:|--:|---|---|", rows)
+		}
+	}
 	fmt.Fprintf(&b, "## LLM\n\n%s\n\n", m.LLMText())
 	if m.Reflective {
 		b.WriteString(writeup.ReflectionsMarkdown(m.Reflections, m.Gate))
@@ -393,6 +424,11 @@ func mdSection(b *strings.Builder, title, text, empty, head string, rows [][]str
 		}
 		return
 	}
+	mdTable(b, head, rows)
+}
+
+// mdTable writes a Markdown table: its head, then a line per row.
+func mdTable(b *strings.Builder, head string, rows [][]string) {
 	b.WriteString(head + "\n")
 	for _, r := range rows {
 		b.WriteString("|")

@@ -22,6 +22,11 @@ type Definition struct {
 	// starts in (an api-version fault moves it), each with its effect kinds
 	// and the errors it answers with (see Describe).
 	Versions []Version
+	// Events are the world events the world undergoes besides API
+	// version changes (its model is an EventModel), each with the chaos
+	// fault that fires it: a scenario that schedules that fault on a
+	// world without the event is refused before it runs.
+	Events []EventInfo
 	// Goals are the goals the world can judge (goal-reached), by the
 	// option that selects them, each with the task shape it needs.
 	Goals []Goal
@@ -114,7 +119,7 @@ type Goal struct {
 // details.
 type Field struct {
 	Name     string `json:"name"` // dotted for nested fields: "service.name"
-	Type     string `json:"type"` // string, integer, object or array
+	Type     string `json:"type"` // string, integer, number, object or array
 	Required bool   `json:"required,omitempty"`
 	Doc      string `json:"doc"`
 }
@@ -129,6 +134,9 @@ func (f Field) Holds(v any) bool {
 	case "integer":
 		n, ok := v.(float64)
 		return ok && n == float64(int64(n))
+	case "number":
+		_, ok := v.(float64)
+		return ok
 	case "object":
 		_, ok := v.(map[string]any)
 		return ok

@@ -79,6 +79,7 @@ var (
 	_ World         = (*Router)(nil)
 	_ Sequenced     = (*Router)(nil)
 	_ RequestLookup = (*Router)(nil)
+	_ Eventful      = (*Router)(nil)
 )
 
 // NewRouter routes to routes, whose stores came from order (Order.Store,
@@ -272,6 +273,23 @@ func (r *Router) Snapshot(ctx context.Context) (json.RawMessage, error) {
 		snaps[name] = s
 	}
 	return json.Marshal(snaps)
+}
+
+// Events implements Eventful: the unprefixed world's.
+func (r *Router) Events() []EventInfo {
+	if base := r.base(); base != nil {
+		return EventsOf(base)
+	}
+	return nil
+}
+
+// FireEvent implements Eventful: the unprefixed world's.
+func (r *Router) FireEvent(ctx context.Context, ev Event) (Outcome, error) {
+	base, ok := r.base().(Eventful)
+	if !ok {
+		return Outcome{}, fmt.Errorf("world %s: %w %q (its world takes no world events)", r.name, ErrUnknownEvent, ev.Kind)
+	}
+	return base.FireEvent(ctx, ev)
 }
 
 // versionedRouter is a Router whose unprefixed world is Versioned.

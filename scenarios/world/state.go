@@ -59,7 +59,8 @@ func (r *Registry) StateAt(ctx context.Context, name string, options map[string]
 // Restore makes w — a world freshly opened on an empty key space of its
 // own — hold st, by replaying st's ledger into it: every request again, in
 // order and at its recorded time, and every world event (an API version
-// change, for a Versioned world). It fails with ErrNotReplayable when a
+// change, for a Versioned world; any other, for an Eventful one, which
+// must answer it as recorded). It fails with ErrNotReplayable when a
 // request is answered otherwise than it was recorded.
 func Restore(ctx context.Context, w World, st State) error {
 	for _, e := range st.Ledger {
@@ -84,7 +85,20 @@ func Restore(ctx context.Context, w World, st State) error {
 
 func replayEvent(ctx context.Context, w World, e LedgerEntry) error {
 	if e.Kind != EventAPIVersion {
-		return fmt.Errorf("%w: world event %d is %s, which this version cannot replay", ErrNotReplayable, e.Seq, e.Kind)
+		ew, ok := w.(Eventful)
+		if !ok || !HasEvent(ew.Events(), e.Kind) {
+			return fmt.Errorf("%w: world event %d is %s, which the world does not undergo", ErrNotReplayable, e.Seq, e.Kind)
+		}
+		out, err := ew.FireEvent(ctx, Event{Kind: e.Kind, Args: e.Args, Now: e.At})
+		if err != nil {
+			return fmt.Errorf("%w: world event %d (%s %s): %w", ErrNotReplayable, e.Seq, e.Kind, e.Args, err)
+		}
+		got, _ := json.Marshal(out)
+		want, _ := json.Marshal(e.Outcome)
+		if !bytes.Equal(got, want) {
+			return fmt.Errorf("%w: world event %d (%s %s) was answered %s, and now %s", ErrNotReplayable, e.Seq, e.Kind, e.Args, want, got)
+		}
+		return nil
 	}
 	v, ok := w.(Versioned)
 	if !ok {

@@ -82,14 +82,9 @@ type World struct {
 	base    string
 	client  *http.Client
 	journal *world.Ledgered
-	offline bool       // a journal-only view (OpenJournal)
-	mu      sync.Mutex // one replay answer at a time (its occurrence count)
-
-	// dups indexes the journal for Duplicates: built from it on first use,
-	// then told of every answer this World records (an instance sees its
-	// own writes; another instance's, when opened again).
-	dupMu sync.Mutex
-	dups  *dupIndex
+	dups    *world.JournalDups // the journal with its duplicates index
+	offline bool               // a journal-only view (OpenJournal)
+	mu      sync.Mutex         // one replay answer at a time (its occurrence count)
 }
 
 var (
@@ -105,7 +100,8 @@ func Open(cfg Config, store world.Store, prefix []byte) (*World, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := &World{cfg: cfg, base: strings.TrimSuffix(cfg.API.BaseURL, "/"), client: cfg.Client, journal: j}
+	w := &World{cfg: cfg, base: strings.TrimSuffix(cfg.API.BaseURL, "/"), client: cfg.Client, journal: j,
+		dups: world.NewJournalDups(j, identityOf(cfg.API))}
 	if cfg.BaseURL != "" {
 		w.base = strings.TrimSuffix(cfg.BaseURL, "/")
 	}
@@ -544,18 +540,7 @@ func (w *World) Ledger(ctx context.Context) ([]world.LedgerEntry, error) {
 
 // record journals an answer and tells the duplicates index of it.
 func (w *World) record(ctx context.Context, e world.LedgerEntry) error {
-	if err := w.journal.Record(ctx, e); err != nil {
-		return err
-	}
-	w.dupMu.Lock()
-	defer w.dupMu.Unlock()
-	if w.dups != nil {
-		e.Seq = w.journal.LedgerSeq()
-		if err := w.dups.add(ctx, e); err != nil {
-			w.dups = nil // rebuilt from the journal on the next call, which reports the error
-		}
-	}
-	return nil
+	return w.dups.Record(ctx, e)
 }
 
 // Duplicates implements world.World: see DuplicatesIn. The journal is
@@ -565,22 +550,7 @@ func (w *World) Duplicates(ctx context.Context) ([]world.Duplicate, error) {
 	if err := w.notDiverged(ctx, "no-duplicate-effects on HTTP API "+w.cfg.API.Name); err != nil {
 		return nil, err
 	}
-	w.dupMu.Lock()
-	defer w.dupMu.Unlock()
-	if w.dups == nil {
-		ledger, err := w.journal.Ledger(ctx)
-		if err != nil {
-			return nil, err
-		}
-		d := newDupIndex(w.cfg.API)
-		for _, e := range ledger {
-			if err := d.add(ctx, e); err != nil {
-				return nil, err
-			}
-		}
-		w.dups = d
-	}
-	return w.dups.duplicates(), nil
+	return w.dups.Duplicates(ctx)
 }
 
 // DuplicatesIn finds, in a journal of api's answers, the requests of a
@@ -588,71 +558,23 @@ func (w *World) Duplicates(ctx context.Context) ([]world.Duplicate, error) {
 // identity (the route's identity over the args; the whole canonical args
 // without one) under different keys.
 func DuplicatesIn(ctx context.Context, api scenarios.HTTPAPI, ledger []world.LedgerEntry) ([]world.Duplicate, error) {
-	d := newDupIndex(api)
-	for _, e := range ledger {
-		if err := d.add(ctx, e); err != nil {
-			return nil, err
+	return world.DuplicatesIn(ctx, identityOf(api), ledger)
+}
+
+// identityOf judges the entries of api's journal for duplicates: a route
+// neither read-only nor idempotent counts, by its identity.
+func identityOf(api scenarios.HTTPAPI) world.IdentityFunc {
+	return func(ctx context.Context, e world.LedgerEntry) (string, bool, error) {
+		route, ok := api.Route(e.Kind)
+		if !ok || route.ReadOnly || route.Idempotent {
+			return "", false, nil
 		}
-	}
-	return d.duplicates(), nil
-}
-
-// dupIndex groups the done requests of kinds that can duplicate by kind
-// and identity.
-type dupIndex struct {
-	api    scenarios.HTTPAPI
-	order  []string
-	groups map[string]*dupGroup
-}
-
-type dupGroup struct {
-	d    world.Duplicate
-	keys map[string]bool
-}
-
-func newDupIndex(api scenarios.HTTPAPI) *dupIndex {
-	return &dupIndex{api: api, groups: map[string]*dupGroup{}}
-}
-
-func (x *dupIndex) add(ctx context.Context, e world.LedgerEntry) error {
-	if e.IsEvent() || e.Outcome.Status != protocol.StatusDone {
-		return nil
-	}
-	route, ok := x.api.Route(e.Kind)
-	if !ok || route.ReadOnly || route.Idempotent {
-		return nil
-	}
-	name, err := identity(ctx, route, e.Args)
-	if err != nil {
-		return fmt.Errorf("HTTP API %s: identity of ledger entry %d (%s): %w", x.api.Name, e.Seq, e.Kind, err)
-	}
-	id := e.Kind + "\x00" + name
-	g := x.groups[id]
-	if g == nil {
-		g = &dupGroup{d: world.Duplicate{Kind: e.Kind, Name: name}, keys: map[string]bool{}}
-		x.groups[id] = g
-		x.order = append(x.order, id)
-	}
-	if g.keys[e.Key] {
-		return nil // the same key again: one effect, not two
-	}
-	g.keys[e.Key] = true
-	g.d.IDs = append(g.d.IDs, "ledger#"+strconv.FormatInt(e.Seq, 10))
-	g.d.Keys = append(g.d.Keys, e.Key)
-	g.d.Count++
-	return nil
-}
-
-func (x *dupIndex) duplicates() []world.Duplicate {
-	var out []world.Duplicate
-	for _, id := range x.order {
-		if g := x.groups[id]; g.d.Count > 1 {
-			d := g.d
-			d.IDs, d.Keys = append([]string(nil), d.IDs...), append([]string(nil), d.Keys...)
-			out = append(out, d)
+		name, err := identity(ctx, route, e.Args)
+		if err != nil {
+			return "", false, fmt.Errorf("HTTP API %s: identity of ledger entry %d (%s): %w", api.Name, e.Seq, e.Kind, err)
 		}
+		return name, true, nil
 	}
-	return out
 }
 
 // identity is the name of the resource a request acts on.
