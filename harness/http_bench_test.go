@@ -58,29 +58,8 @@ func BenchmarkHTTPPassThrough(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	id, err := h.create(ctx, RunRequest{Scenario: scen})
-	if err != nil {
-		b.Fatal(err)
-	}
-	r, err := h.load(ctx, id)
-	if err != nil {
-		b.Fatal(err)
-	}
-	sock, stopServer, err := serveGateway(r)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer func() {
-		stopServer()
-		_ = h.Close()
-	}()
-	token, err := r.beginAttempt(ctx, 1, false)
-	if err != nil {
-		b.Fatal(err)
-	}
-	viaSocket := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
-	}}}
+	r, viaSocket, token, stop := startBenchRun(ctx, b, h, scen)
+	defer stop()
 	// The world's client goes through http.DefaultTransport: timed there,
 	// its share of each pass-through is the upstream's, the rest the
 	// harness's. The direct client has a transport of its own.
@@ -110,16 +89,6 @@ func BenchmarkHTTPPassThrough(b *testing.B) {
 		}
 		return time.Since(start)
 	}
-	appends := func(n int) time.Duration {
-		start := time.Now()
-		for k := range 2 {
-			key := []byte(fmt.Sprintf("bench-floor/%d/%d", n, k))
-			if err := h.j.Commit(ctx, journal.Entry{Key: key, Value: []byte(`{"status":"intent"}`)}); err != nil {
-				b.Fatal(err)
-			}
-		}
-		return time.Since(start)
-	}
 	var viaGateway, viaDirect, floor, harnessShare []time.Duration
 	before := h.j.Stats()
 	b.ResetTimer()
@@ -128,7 +97,7 @@ func BenchmarkHTTPPassThrough(b *testing.B) {
 		g := put(viaSocket, "http://gateway/v1/http/etcd/"+token+"/v3/kv/put", "", "gateway", i)
 		viaGateway = append(viaGateway, g)
 		harnessShare = append(harnessShare, g-timed.last)
-		floor = append(floor, appends(i))
+		floor = append(floor, floorAppends(ctx, b, h, i))
 	}
 	b.StopTimer()
 	after := h.j.Stats()
@@ -147,6 +116,50 @@ func BenchmarkHTTPPassThrough(b *testing.B) {
 	// Durable writes per pass-through: every sync of the run less the
 	// floor's two per round.
 	b.ReportMetric(float64(after.Syncs-before.Syncs)/float64(b.N)-2, "syncs/op")
+}
+
+// startBenchRun records a run of scen on h, loads it, serves its gateway
+// on a unix socket and begins attempt 1: the run, an HTTP client of that
+// socket, the attempt's token, and what stops it all (h included).
+func startBenchRun(ctx context.Context, b *testing.B, h *Harness, scen *scenarios.Scenario) (*run, *http.Client, string, func()) {
+	id, err := h.create(ctx, RunRequest{Scenario: scen})
+	if err != nil {
+		b.Fatal(err)
+	}
+	r, err := h.load(ctx, id)
+	if err != nil {
+		b.Fatal(err)
+	}
+	sock, stopServer, err := serveGateway(r)
+	if err != nil {
+		b.Fatal(err)
+	}
+	stop := func() {
+		stopServer()
+		_ = h.Close()
+	}
+	token, err := r.beginAttempt(ctx, 1, false)
+	if err != nil {
+		stop()
+		b.Fatal(err)
+	}
+	viaSocket := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+	}}}
+	return r, viaSocket, token, stop
+}
+
+// floorAppends times two durable journal appends: the floor a call
+// through the gateway is measured beside.
+func floorAppends(ctx context.Context, b *testing.B, h *Harness, n int) time.Duration {
+	start := time.Now()
+	for k := range 2 {
+		key := []byte(fmt.Sprintf("bench-floor/%d/%d", n, k))
+		if err := h.j.Commit(ctx, journal.Entry{Key: key, Value: []byte(`{"status":"intent"}`)}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return time.Since(start)
 }
 
 // timingTransport times each round trip it carries; last is the latest's.
