@@ -59,29 +59,8 @@ func BenchmarkHTTPPassThrough(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	id, err := h.create(ctx, RunRequest{Scenario: scen})
-	if err != nil {
-		b.Fatal(err)
-	}
-	r, err := h.load(ctx, id)
-	if err != nil {
-		b.Fatal(err)
-	}
-	sock, stopServer, err := serveGateway(r)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer func() {
-		stopServer()
-		_ = h.Close()
-	}()
-	token, err := r.beginAttempt(ctx, 1, false)
-	if err != nil {
-		b.Fatal(err)
-	}
-	viaSocket := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
-	}}}
+	r, viaSocket, token, stop := startBenchRun(ctx, b, h, scen)
+	defer stop()
 	// The world's client goes through http.DefaultTransport: timed there,
 	// its share of each pass-through is the upstream's, the rest the
 	// harness's. The direct client has a transport of its own.
@@ -103,16 +82,6 @@ func BenchmarkHTTPPassThrough(b *testing.B) {
 		doOK(b, c, req)
 		return time.Since(start)
 	}
-	appends := func(n int) time.Duration {
-		start := time.Now()
-		for k := range 2 {
-			key := []byte(fmt.Sprintf("bench-floor/%d/%d", n, k))
-			if err := h.j.Commit(ctx, journal.Entry{Key: key, Value: []byte(`{"status":"intent"}`)}); err != nil {
-				b.Fatal(err)
-			}
-		}
-		return time.Since(start)
-	}
 	// The gateway's own round-trip floor: GET /v1/clock by the same
 	// client over the same socket (auth, routing, a lock, a small JSON
 	// answer; nothing durable).
@@ -131,7 +100,7 @@ func BenchmarkHTTPPassThrough(b *testing.B) {
 		g := put(viaSocket, "http://gateway/v1/http/etcd/"+token+"/v3/kv/put", "", "gateway", i)
 		viaGateway = append(viaGateway, g)
 		harnessShare = append(harnessShare, g-timed.last)
-		floor = append(floor, appends(i))
+		floor = append(floor, floorAppends(ctx, b, h, i))
 		clocks = append(clocks, clock())
 	}
 	b.StopTimer()
@@ -170,6 +139,50 @@ func doOK(b *testing.B, c *http.Client, req *http.Request) {
 	if resp.StatusCode != http.StatusOK {
 		b.Fatalf("%s %s: %s", req.Method, req.URL, resp.Status)
 	}
+}
+
+// startBenchRun records a run of scen on h, loads it, serves its gateway
+// on a unix socket and begins attempt 1: the run, an HTTP client of that
+// socket, the attempt's token, and what stops it all (h included).
+func startBenchRun(ctx context.Context, b *testing.B, h *Harness, scen *scenarios.Scenario) (*run, *http.Client, string, func()) {
+	id, err := h.create(ctx, RunRequest{Scenario: scen})
+	if err != nil {
+		b.Fatal(err)
+	}
+	r, err := h.load(ctx, id)
+	if err != nil {
+		b.Fatal(err)
+	}
+	sock, stopServer, err := serveGateway(r)
+	if err != nil {
+		b.Fatal(err)
+	}
+	stop := func() {
+		stopServer()
+		_ = h.Close()
+	}
+	token, err := r.beginAttempt(ctx, 1, false)
+	if err != nil {
+		stop()
+		b.Fatal(err)
+	}
+	viaSocket := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+	}}}
+	return r, viaSocket, token, stop
+}
+
+// floorAppends times two durable journal appends: the floor a call
+// through the gateway is measured beside.
+func floorAppends(ctx context.Context, b *testing.B, h *Harness, n int) time.Duration {
+	start := time.Now()
+	for k := range 2 {
+		key := []byte(fmt.Sprintf("bench-floor/%d/%d", n, k))
+		if err := h.j.Commit(ctx, journal.Entry{Key: key, Value: []byte(`{"status":"intent"}`)}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return time.Since(start)
 }
 
 // timingTransport times each round trip it carries; last is the latest's.

@@ -3,7 +3,6 @@ package harness
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -12,7 +11,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/overnight-dev/overnight/harness/gateway"
-	"github.com/overnight-dev/overnight/harness/journal"
 	"github.com/overnight-dev/overnight/scenarios"
 )
 
@@ -58,29 +56,8 @@ func BenchmarkMCPCall(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	id, err := h.create(ctx, RunRequest{Scenario: scen})
-	if err != nil {
-		b.Fatal(err)
-	}
-	r, err := h.load(ctx, id)
-	if err != nil {
-		b.Fatal(err)
-	}
-	sock, stopServer, err := serveGateway(r)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer func() {
-		stopServer()
-		_ = h.Close()
-	}()
-	token, err := r.beginAttempt(ctx, 1, false)
-	if err != nil {
-		b.Fatal(err)
-	}
-	viaSocket := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
-	}}}
+	r, viaSocket, token, stop := startBenchRun(ctx, b, h, scen)
+	defer stop()
 	connect := func(url string, hc *http.Client) *mcp.ClientSession {
 		c := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "v1"}, nil)
 		cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc, DisableStandaloneSSE: true}, nil)
@@ -105,22 +82,12 @@ func BenchmarkMCPCall(b *testing.B) {
 		}
 		return time.Since(start)
 	}
-	appends := func(n int) time.Duration {
-		start := time.Now()
-		for k := range 2 {
-			key := []byte(fmt.Sprintf("bench-floor/%d/%d", n, k))
-			if err := h.j.Commit(ctx, journal.Entry{Key: key, Value: []byte(`{"status":"intent"}`)}); err != nil {
-				b.Fatal(err)
-			}
-		}
-		return time.Since(start)
-	}
 	var viaGateway, viaDirect, floor []time.Duration
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		viaDirect = append(viaDirect, call(direct, "add_note", "", i))
 		viaGateway = append(viaGateway, call(via, "notes__add_note", fmt.Sprintf("note-%d", i), i))
-		floor = append(floor, appends(i))
+		floor = append(floor, floorAppends(ctx, b, h, i))
 	}
 	b.StopTimer()
 	r.mu.Lock()
