@@ -3,7 +3,6 @@ package agents
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -99,15 +98,8 @@ func (o *optimizer) run(ctx context.Context) error {
 	}
 	step := 0
 	if !o.naive {
-		cp, err := o.c.Resume(ctx)
-		if err != nil {
-			return fmt.Errorf("resume: %w", err)
-		}
-		if cp.Seq > 0 {
-			if err := json.Unmarshal(cp.State, &o.st); err != nil {
-				return fmt.Errorf("checkpoint %d holds no optimizer state: %w", cp.Seq, err)
-			}
-			step = cp.Step
+		if step, err = resumeInto(ctx, o.c, "optimizer", &o.st); err != nil {
+			return err
 		}
 	}
 	fmt.Fprintf(o.out, "attempt %d at %s: starting after step %d\n", info.Attempt, info.Now.Format(time.RFC3339), step)
@@ -287,8 +279,5 @@ func errText(e *protocol.EffectError) string {
 }
 
 func (o *optimizer) checkpoint(ctx context.Context, step int) error {
-	if _, err := o.c.Checkpoint(ctx, step, o.st); err != nil && !(o.naive && errors.Is(err, agent.ErrConflict)) {
-		return fmt.Errorf("checkpoint step %d: %w", step, err)
-	}
-	return nil
+	return checkpointAt(ctx, o.c, o.naive, step, o.st)
 }
