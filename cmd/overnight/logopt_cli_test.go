@@ -37,6 +37,8 @@ var _ = Describe("overnight run logopt: the optimizer on the fleet world", func(
 		}
 		Expect(kinds).To(ConsistOf("kill", "netdrop"))
 		Expect(res.Effects.Duplicates).To(Equal(0))
+		Expect(res.LLM).NotTo(BeNil())
+		Expect(res.LLM.Calls).To(Equal(1), "the scripted model chose the candidates once; the plan is in the checkpoint, so the attempt after the kill does not ask again")
 		Expect(invariant(res, "goal-reached").Detail).To(MatchRegexp(`^log cost [0-9.]+ -> [0-9.]+ \$/day \(down [0-9.]+%, want 30\.0%\); error visibility >= 0\.9 on all 5 services .*candidates: 11 applied, 4 rolled back, 0 only proposed; its claims agree: cost_before [0-9.]+, cost_after [0-9.]+, 11 kept, 4 rolled back$`))
 	}, SpecTimeout(3*time.Minute))
 
