@@ -98,6 +98,21 @@ var _ = Describe("overnight run logopt: the optimizer on the fleet world", func(
 		Expect(invariant(res, "goal-reached").Detail).To(ContainSubstring("candidates: 11 applied, 5 rolled back"))
 	}, SpecTimeout(3*time.Minute))
 
+	It("gives the same history digest for the same seed, and the shrinker takes the naive optimizer's failure down to its kill", func(ctx SpecContext) {
+		state := stateDir()
+		a := decodeResult(overnight(ctx, state, nil, "run", "logopt-week", "--seed", "5", "-o", "json", "-q").stdout)
+		b := decodeResult(overnight(ctx, state, nil, "run", "logopt-week", "--seed", "5", "-o", "json", "-q").stdout)
+		Expect(a.Verdict).To(Equal("pass"))
+		Expect(b.HistoryDigest).To(Equal(a.HistoryDigest))
+
+		o := overnight(ctx, state, nil, "run", "logopt", "--agent", "naive", "-o", "json", "-q")
+		Expect(o.code).To(Equal(1))
+		s := overnight(ctx, state, nil, "shrink", decodeResult(o.stdout).RunID, "--max-runs", "4", "-o", "json")
+		Expect(s.code).To(Equal(0), s.stderr)
+		Expect(s.stdout).To(MatchRegexp(`"faults": \[\s*"kill@t:[0-9hm]+"\s*\]`))
+		Expect(s.stdout).To(ContainSubstring(`"invariant": "no-duplicate-effects"`))
+	}, SpecTimeout(4*time.Minute))
+
 	It("refuses dep-update on a world without the event (exit 3, fault_invalid)", func(ctx SpecContext) {
 		o := overnight(ctx, stateDir(), nil, "run", "deploy", "--fault", "dep-update@t:1h")
 		Expect(o.code).To(Equal(3))
