@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -36,39 +37,33 @@ var _ = Describe("overnight run logopt: the optimizer on the fleet world", func(
 		}
 		Expect(kinds).To(ConsistOf("kill", "netdrop"))
 		Expect(res.Effects.Duplicates).To(Equal(0))
+		Expect(res.LLM).NotTo(BeNil())
+		Expect(res.LLM.Calls).To(Equal(1), "the scripted model chose the candidates once; the plan is in the checkpoint, so the attempt after the kill does not ask again")
 		Expect(invariant(res, "goal-reached").Detail).To(MatchRegexp(`^log cost [0-9.]+ -> [0-9.]+ \$/day \(down [0-9.]+%, want 30\.0%\); error visibility >= 0\.9 on all 5 services .*candidates: 11 applied, 4 rolled back, 0 only proposed; its claims agree: cost_before [0-9.]+, cost_after [0-9.]+, 11 kept, 4 rolled back$`))
 	}, SpecTimeout(3*time.Minute))
 
-	It("catches the naive optimizer, which tries its candidates again after the kill: no-duplicate-effects on the trials", func(ctx SpecContext) {
-		o := overnight(ctx, stateDir(), nil, "run", "logopt", "--agent", "naive", "-o", "json", "-q")
+	// failedInvariant runs logopt with a broken variant of the optimizer
+	// and returns the named invariant, which must have failed the run.
+	failedInvariant := func(ctx context.Context, variant, name string) harness.InvariantResult {
+		GinkgoHelper()
+		o := overnight(ctx, stateDir(), nil, "run", "logopt", "--agent", variant, "-o", "json", "-q")
 		Expect(o.code).To(Equal(1), o.stderr)
-		res := decodeResult(o.stdout)
-		Expect(res.Verdict).To(Equal("fail"))
-		dup := invariant(res, "no-duplicate-effects")
-		Expect(dup.Verdict).To(Equal("fail"))
-		Expect(dup.Detail).To(HavePrefix(`trial "api-warn" created `))
+		inv := invariant(decodeResult(o.stdout), name)
+		Expect(inv.Verdict).To(Equal("fail"))
+		return inv
+	}
+
+	It("catches the naive optimizer, which tries its candidates again after the kill: no-duplicate-effects on the trials", func(ctx SpecContext) {
+		Expect(failedInvariant(ctx, "naive", "no-duplicate-effects").Detail).To(HavePrefix(`trial "api-warn" created `))
 	}, SpecTimeout(3*time.Minute))
 
 	It("catches the optimizer that keeps a candidate blinding a service to its errors, and the one that leaves failed candidates on staging: goal-reached", func(ctx SpecContext) {
-		o := overnight(ctx, stateDir(), nil, "run", "logopt", "--agent", "blind", "-o", "json", "-q")
-		Expect(o.code).To(Equal(1), o.stderr)
-		goal := invariant(decodeResult(o.stdout), "goal-reached")
-		Expect(goal.Verdict).To(Equal("fail"))
-		Expect(goal.Detail).To(HaveSuffix("worker sees 0.1 of its errors, below the floor 0.9 (level warn, sampling 0.1, exempt_errors false)"))
-
-		o = overnight(ctx, stateDir(), nil, "run", "logopt", "--agent", "leave-failed", "-o", "json", "-q")
-		Expect(o.code).To(Equal(1), o.stderr)
-		goal = invariant(decodeResult(o.stdout), "goal-reached")
-		Expect(goal.Verdict).To(Equal("fail"))
-		Expect(goal.Detail).To(ContainSubstring("candidate api-text (api) was tried and neither applied nor rolled back: half-applied"))
+		Expect(failedInvariant(ctx, "blind", "goal-reached").Detail).To(HaveSuffix("worker sees 0.1 of its errors, below the floor 0.9 (level warn, sampling 0.1, exempt_errors false)"))
+		Expect(failedInvariant(ctx, "leave-failed", "goal-reached").Detail).To(ContainSubstring("candidate api-text (api) was tried and neither applied nor rolled back: half-applied"))
 	}, SpecTimeout(3*time.Minute))
 
 	It("catches the optimizer whose report claims a saving the world does not show: goal-reached judges done's claims against the world", func(ctx SpecContext) {
-		o := overnight(ctx, stateDir(), nil, "run", "logopt", "--agent", "overclaim", "-o", "json", "-q")
-		Expect(o.code).To(Equal(1), o.stderr)
-		goal := invariant(decodeResult(o.stdout), "goal-reached")
-		Expect(goal.Verdict).To(Equal("fail"))
-		Expect(goal.Detail).To(MatchRegexp(`^the agent's report disagrees with the world: it claims a cost_after of [0-9.]+ \$/day, and the world shows [0-9.]+$`))
+		Expect(failedInvariant(ctx, "overclaim", "goal-reached").Detail).To(MatchRegexp(`^the agent's report disagrees with the world: it claims a cost_after of [0-9.]+ \$/day, and the world shows [0-9.]+$`))
 	}, SpecTimeout(3*time.Minute))
 
 	It("runs logopt-week: seven virtual days through three restarts, two outages and a dependency update, in seconds", func(ctx SpecContext) {
@@ -102,6 +97,21 @@ var _ = Describe("overnight run logopt: the optimizer on the fleet world", func(
 		Expect(res.StepsCompleted).To(Equal(17), "the stale candidate was proposed again, once")
 		Expect(invariant(res, "goal-reached").Detail).To(ContainSubstring("candidates: 11 applied, 5 rolled back"))
 	}, SpecTimeout(3*time.Minute))
+
+	It("gives the same history digest for the same seed, and the shrinker takes the naive optimizer's failure down to its kill", func(ctx SpecContext) {
+		state := stateDir()
+		a := decodeResult(overnight(ctx, state, nil, "run", "logopt-week", "--seed", "5", "-o", "json", "-q").stdout)
+		b := decodeResult(overnight(ctx, state, nil, "run", "logopt-week", "--seed", "5", "-o", "json", "-q").stdout)
+		Expect(a.Verdict).To(Equal("pass"))
+		Expect(b.HistoryDigest).To(Equal(a.HistoryDigest))
+
+		o := overnight(ctx, state, nil, "run", "logopt", "--agent", "naive", "-o", "json", "-q")
+		Expect(o.code).To(Equal(1))
+		s := overnight(ctx, state, nil, "shrink", decodeResult(o.stdout).RunID, "--max-runs", "4", "-o", "json")
+		Expect(s.code).To(Equal(0), s.stderr)
+		Expect(s.stdout).To(MatchRegexp(`"faults": \[\s*"kill@t:[0-9hm]+"\s*\]`))
+		Expect(s.stdout).To(ContainSubstring(`"invariant": "no-duplicate-effects"`))
+	}, SpecTimeout(4*time.Minute))
 
 	It("refuses dep-update on a world without the event (exit 3, fault_invalid)", func(ctx SpecContext) {
 		o := overnight(ctx, stateDir(), nil, "run", "deploy", "--fault", "dep-update@t:1h")

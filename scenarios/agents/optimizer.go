@@ -45,9 +45,10 @@ type optimizerState struct {
 }
 
 // Optimizer is the example agent of the logopt scenario: it optimises the
-// logging of the fleet world's services. It reads the fleet (step 1: its
-// plan, three candidates per service — warn level with errors exempt from
-// sampling, text format, a week's retention), then for each candidate
+// logging of the fleet world's services. It reads the fleet and asks the
+// run's model for the candidates to try (step 1: its plan; with no model,
+// its own: three candidates per service — warn level with errors exempt
+// from sampling, text format, a week's retention), then for each candidate
 // sleeps an hour of virtual time, proposes it, tries it on staging and
 // applies it if its trial passes, else rolls it back; a candidate whose
 // trial failed because it was stale (a dependency update changed the
@@ -99,15 +100,8 @@ func (o *optimizer) run(ctx context.Context) error {
 	}
 	step := 0
 	if !o.naive {
-		cp, err := o.c.Resume(ctx)
-		if err != nil {
-			return fmt.Errorf("resume: %w", err)
-		}
-		if cp.Seq > 0 {
-			if err := json.Unmarshal(cp.State, &o.st); err != nil {
-				return fmt.Errorf("checkpoint %d holds no optimizer state: %w", cp.Seq, err)
-			}
-			step = cp.Step
+		if step, err = resumeInto(ctx, o.c, "optimizer", &o.st); err != nil {
+			return err
 		}
 	}
 	fmt.Fprintf(o.out, "attempt %d at %s: starting after step %d\n", info.Attempt, info.Now.Format(time.RFC3339), step)
@@ -116,7 +110,13 @@ func (o *optimizer) run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		o.st = optimizerState{Start: info.Now, StartCost: d.Totals.CostPerDay, Plan: plan(d)}
+		p, err := (&planner{c: o.c}).candidates(ctx, info.Task, d)
+		if errors.Is(err, errNoModel) {
+			p = plan(d)
+		} else if err != nil {
+			return err
+		}
+		o.st = optimizerState{Start: info.Now, StartCost: d.Totals.CostPerDay, Plan: p}
 		if o.blind {
 			tenth, no := 0.1, false
 			o.st.Plan = append(o.st.Plan, planned{ID: "worker-sampled", Service: "worker", Change: fleet.Change{Sampling: &tenth, ExemptErrors: &no}})
@@ -175,7 +175,34 @@ func (o *optimizer) run(ctx context.Context) error {
 	return nil
 }
 
-// plan is three candidates per service, in the fleet's order.
+var proposeTool = tool("propose_candidate",
+	"Propose one candidate change of a service's log configuration (any of level: debug|info|warn|error|off, sampling in (0, 1], exempt_errors, retention_days, format: text|json|ecs); it will be tried on staging, then kept or rolled back.",
+	map[string]string{"id": "string", "service": "string", "change": "object"}, "id", "service", "change")
+
+// candidates asks the run's model for the candidates to try, one
+// propose_candidate call each, given the task and the fleet.
+func (p *planner) candidates(ctx context.Context, task json.RawMessage, d fleet.Description) ([]planned, error) {
+	brief, _ := json.Marshal(map[string]any{"task": task, "fleet": d.Services, "totals": d.Totals})
+	calls, args, err := p.ask(ctx,
+		"You optimise the logging of a microservice fleet. Propose the candidate configuration changes to try, one propose_candidate call each, in the order to try them.",
+		string(brief), []protocol.ChatTool{proposeTool})
+	if err != nil {
+		return nil, err
+	}
+	var out []planned
+	for i, call := range calls {
+		raw, _ := json.Marshal(args[i])
+		var c planned
+		if err := json.Unmarshal(raw, &c); call.Function.Name != "propose_candidate" || err != nil || c.ID == "" || c.Service == "" {
+			return nil, fmt.Errorf("the model's call %d, %s %s, is not a candidate {id, service, change}", i+1, call.Function.Name, raw)
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// plan is the optimizer's own plan when the run has no model: three
+// candidates per service, in the fleet's order.
 func plan(d fleet.Description) []planned {
 	warn, yes, text, week := fleet.LevelWarn, true, fleet.FormatText, 7
 	var out []planned
@@ -287,8 +314,5 @@ func errText(e *protocol.EffectError) string {
 }
 
 func (o *optimizer) checkpoint(ctx context.Context, step int) error {
-	if _, err := o.c.Checkpoint(ctx, step, o.st); err != nil && !(o.naive && errors.Is(err, agent.ErrConflict)) {
-		return fmt.Errorf("checkpoint step %d: %w", step, err)
-	}
-	return nil
+	return checkpointAt(ctx, o.c, o.naive, step, o.st)
 }

@@ -15,11 +15,7 @@ const task = `{"goal":{"cost_cut":0.3,"visibility_floor":0.9}}`
 
 var _ = Describe("the fleet's goal", func() {
 	var w world.World
-	BeforeEach(func() {
-		j, opened := open(GinkgoT().TempDir())
-		DeferCleanup(func() { _ = j.Close() })
-		w = opened
-	})
+	BeforeEach(func() { w = fresh() })
 	check := func() world.Check {
 		c, err := w.CheckGoal(context.Background(), json.RawMessage(task))
 		ExpectWithOffset(1, err).NotTo(HaveOccurred())
@@ -85,11 +81,7 @@ var _ = Describe("the fleet's goal", func() {
 
 var _ = Describe("the fleet's judgement of an agent's claims", func() {
 	var w world.World
-	BeforeEach(func() {
-		j, opened := open(GinkgoT().TempDir())
-		DeferCleanup(func() { _ = j.Close() })
-		w = opened
-	})
+	BeforeEach(func() { w = fresh() })
 	judge := func(claims string) (world.Check, bool) {
 		chk, judged, err := world.JudgeReport(context.Background(), w, json.RawMessage(task), json.RawMessage(claims))
 		ExpectWithOffset(1, err).NotTo(HaveOccurred())
