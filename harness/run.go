@@ -142,10 +142,11 @@ func (r *run) judgeClaims(ctx context.Context, raw json.RawMessage) (json.RawMes
 	if len(bytes.TrimSpace(raw)) == 0 {
 		return nil, nil, nil
 	}
-	claims, err := canonicalJSON(raw)
-	if err != nil {
+	var buf bytes.Buffer // compact, not canonical: nothing hashes claims
+	if err := json.Compact(&buf, raw); err != nil {
 		return nil, nil, fmt.Errorf("claims: %w", err)
 	}
+	claims := json.RawMessage(buf.Bytes())
 	if string(claims) == "null" {
 		return nil, nil, nil
 	}

@@ -6,7 +6,6 @@ import (
 
 	"github.com/overnight-dev/overnight/chaos"
 	"github.com/overnight-dev/overnight/sandbox/protocol"
-	"github.com/overnight-dev/overnight/scenarios/world"
 )
 
 // Run statuses.
@@ -167,8 +166,17 @@ const (
 type Consistency struct {
 	Verdict string `json:"verdict"` // Consistent, Poisoned or ConsistencyUnknown
 	// Reason says why, for a person: the contradicted claims first.
-	Reason string              `json:"reason,omitempty"`
-	Claims []world.ClaimResult `json:"claims,omitempty"`
+	Reason string `json:"reason,omitempty"`
+	// Claims are the verdicts claim by claim, in the order of the claims
+	// (whose values the record that carries them keeps).
+	Claims []ClaimVerdict `json:"claims,omitempty"`
+}
+
+// ClaimVerdict is one claim's judgement in a Consistency.
+type ClaimVerdict struct {
+	Name    string `json:"name"`
+	Verdict string `json:"verdict"` // world.ClaimHolds, ClaimContradicted or ClaimUnknown
+	Detail  string `json:"detail,omitempty"`
 }
 
 // Poisoned reports whether the verdict is Poisoned (false for nil: no claims).

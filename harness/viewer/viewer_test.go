@@ -94,7 +94,8 @@ var _ = Describe("the viewer", func() {
 		code, body := get(srv, "/runs/"+detailed)
 		Expect(code).To(Equal(200))
 		for _, want := range []string{`<svg xmlns="http://www.w3.org/2000/svg"`, "restart: attempt 2", "kill@step:3", "Reflection r1", "The gate",
-			"LLM exchanges (1)", "deploy &lt;carefully&gt;", "step 5 done", "<td>&#43;2d3h30s</td>", "deployed &lt;prod&gt;", "replay 1 of 1 of reflection r1", "no-duplicate-effects"} {
+			"LLM exchanges (1)", "deploy &lt;carefully&gt;", "step 5 done", "<td>&#43;2d3h30s</td>", "deployed &lt;prod&gt;", "replay 1 of 1 of reflection r1", "no-duplicate-effects",
+			"<h2>Poisoned state</h2>", "the world contradicts migrated {&#34;database&#34;:&#34;prod-db&#34;,&#34;version&#34;:3}"} {
 			Expect(body).To(ContainSubstring(want))
 		}
 		Expect(body).NotTo(MatchRegexp(externalRef.String()))
