@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -210,5 +211,68 @@ var _ = Describe("MCP keys: derived", func() {
 		for _, e := range lr.effects() {
 			Expect(e.Unkeyed).To(BeTrue())
 		}
+	})
+})
+
+// recordingGate allows every effect and keeps what it was asked.
+type recordingGate struct {
+	mu  sync.Mutex
+	got []GateRequest
+}
+
+func (g *recordingGate) Admit(_ context.Context, req GateRequest) (GateDecision, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.got = append(g.got, req)
+	return GateDecision{Allow: true, Policy: "allow"}, nil
+}
+
+var _ = Describe("MCP tools' annotations on the effect path", func() {
+	var bin string
+	BeforeEach(func() { bin = countersBinary() })
+
+	It("tell the gate which tools are read-only", func(ctx SpecContext) {
+		lr := liveMCPRun(countersScenario(bin, "agent", ""), Options{})
+		g := &recordingGate{}
+		lr.r.mu.Lock()
+		lr.r.hooks.Gate = g
+		lr.r.mu.Unlock()
+		cs := lr.mcpSession(ctx, lr.attempt())
+		tool(ctx, cs, "counters__get", map[string]any{"name": "a"})
+		tool(ctx, cs, "counters__add", map[string]any{"name": "a", "n": 1})
+		tool(ctx, cs, "counters__pay", map[string]any{"to": "bob", "amount": 3})
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		Expect(g.got).To(HaveLen(3))
+		Expect(g.got[0].Kind).To(Equal("mcp.counters.get"))
+		Expect(g.got[0].ReadOnly).To(BeTrue(), "readOnlyHint")
+		Expect(g.got[1].ReadOnly).To(BeFalse())
+		Expect(g.got[2].ReadOnly).To(BeFalse(), "a tool without annotations")
+	})
+
+	It("retry an idempotent tool's call in doubt under its key, and leave a non-idempotent one in doubt", func(ctx SpecContext) {
+		lr := liveMCPRun(countersScenario(bin, "agent", ""), Options{})
+		cs := lr.mcpSession(ctx, lr.attempt())
+		keyed := func(name, key string, args map[string]any) (*mcp.CallToolResult, error) {
+			return cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args, Meta: mcp.Meta{scenarios.MCPMetaIdempotencyKey: key}})
+		}
+		set := map[string]any{"name": "die:s", "value": 7}
+		_, err := keyed("counters__set", "set-1", set)
+		Expect(err).To(MatchError(ContainSubstring("unknown")), "the server died after it acted: in doubt")
+		res, err := keyed("counters__set", "set-1", set)
+		Expect(err).NotTo(HaveOccurred(), "idempotentHint: the retry runs it again on the server started again")
+		Expect(value(res)).To(BeEquivalentTo(7))
+		e := lr.effect("set-1")
+		Expect(e.Status).To(Equal("done"))
+		Expect(e.Executions).To(Equal(2))
+
+		add := map[string]any{"name": "die:a", "n": 1}
+		_, err = keyed("counters__add", "add-1", add)
+		Expect(err).To(MatchError(ContainSubstring("unknown")))
+		_, err = keyed("counters__add", "add-1", add)
+		Expect(err).To(MatchError(ContainSubstring(CodeInDoubt)), "not idempotent: never run twice")
+		counters, _ := lr.countersState()
+		Expect(counters).To(HaveKeyWithValue("die:s", 7))
+		Expect(counters).To(HaveKeyWithValue("die:a", 1), "executed once, by the first call")
 	})
 })

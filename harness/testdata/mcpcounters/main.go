@@ -6,7 +6,9 @@
 //
 // Tools: add {name, n} (mutating, not idempotent, not destructive), get
 // {name} (readOnlyHint), set {name, value} (idempotentHint) and pay {to,
-// amount} (no annotations: destructive by the spec's default).
+// amount} (no annotations: destructive by the spec's default). A counter
+// whose name starts with "die:" makes the server exit once, after it acted
+// and before it answers: the call is in doubt.
 package main
 
 import (
@@ -15,6 +17,7 @@ import (
 	"fmt"
 	"log"
 	"os"
+	"strings"
 	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -82,6 +85,12 @@ func handle(tool string, apply func(st *state, a args) int) mcp.ToolHandler {
 			st.Calls = append(st.Calls, call{Tool: tool, Args: req.Params.Arguments, Key: req.Params.Meta["overnight.dev/idempotency-key"]})
 			if err := save(st); err != nil {
 				return nil, err
+			}
+			if marker := path + "." + a.Name; strings.HasPrefix(a.Name, "die:") {
+				if _, err := os.Stat(marker); os.IsNotExist(err) {
+					_ = os.WriteFile(marker, nil, 0o644)
+					os.Exit(1)
+				}
 			}
 		}
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprint(v)}},
