@@ -42,6 +42,9 @@ type GateRequest struct {
 	Kind     string
 	Args     json.RawMessage // canonical
 	Virtual  time.Time
+	// ReadOnly says the world describes the kind as read-only (an MCP
+	// tool's readOnlyHint, say): no side effect at all.
+	ReadOnly bool
 }
 
 // GateDecision is the gate's answer.

@@ -55,7 +55,7 @@ func (r *run) MCPTools(context.Context, gateway.Caller) ([]*mcp.Tool, error) {
 // MCP: the server's CallToolResult (isError for the tool's own error), the
 // recorded one for a repeated key (its _meta saying it was replayed), a
 // JSON-RPC error for what the harness or the server refused.
-func (r *run) MCPCall(ctx context.Context, c gateway.Caller, call gateway.MCPCall) (*mcp.CallToolResult, error) {
+func (r *run) MCPCall(ctx context.Context, c gateway.Caller, call gateway.MCPCall) (res *mcp.CallToolResult, err error) {
 	server, tool, ok := strings.Cut(call.Tool, scenarios.MCPToolSeparator)
 	w := r.mcpWorlds()[server]
 	if !ok || w == nil {
@@ -65,7 +65,16 @@ func (r *run) MCPCall(ctx context.Context, c gateway.Caller, call gateway.MCPCal
 	if len(args) == 0 {
 		args = json.RawMessage("{}")
 	}
-	res, err := r.Effect(ctx, c, protocol.EffectRequest{Key: call.Key, Kind: w.Server().EffectKind(tool), Args: args})
+	kind := w.Server().EffectKind(tool)
+	key := call.Key
+	if t, known := w.Tool(kind); key == "" && known && r.scen.MCP.Keys == scenarios.MCPKeysDerived {
+		if readOnly, _, _ := mcpworld.Flags(t); !readOnly {
+			if key, err = r.derivedMCPKey(c, call.Tool, args); err != nil {
+				return nil, err
+			}
+		}
+	}
+	answer, err := r.Effect(ctx, c, protocol.EffectRequest{Key: key, Kind: kind, Args: args})
 	if err != nil {
 		var ge *gateway.Error
 		if errors.As(err, &ge) && ge.Status == http.StatusServiceUnavailable && ge.RetryAfter == 0 {
@@ -73,8 +82,48 @@ func (r *run) MCPCall(ctx context.Context, c gateway.Caller, call gateway.MCPCal
 		}
 		return nil, err
 	}
-	return mcpAnswer(call.Tool, res)
+	return mcpAnswer(call.Tool, answer)
 }
+
+// mcpOrdinal counts an attempt's mutating MCP calls since its last
+// durable checkpoint, for keys: derived. It lives in memory: each attempt
+// starts from 0, and a harness that dies takes its attempt with it (the
+// resumed run starts a new one).
+type mcpOrdinal struct {
+	attempt int
+	seq     int64 // the checkpoint counted from
+	n       int   // mutating calls since it
+}
+
+// derivedMCPKey is the key of keys: derived for a mutating call of tool
+// (as the agent sees it) with args that carries none: the last durable
+// checkpoint's seq, the call's ordinal among the attempt's mutating calls
+// since it, the tool and its arguments' digest. A resumed agent repeating
+// its calls from that checkpoint meets the same keys, however many reads
+// it makes between them, and gets the recorded answers.
+func (r *run) derivedMCPKey(c gateway.Caller, tool string, args json.RawMessage) (string, error) {
+	canon, err := canonicalJSON(args)
+	if err != nil {
+		return "", &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("arguments of %s: %v", tool, err)}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	seq, o := r.cp.Seq, &r.mcpCalls
+	n := o.n
+	switch {
+	case c.Attempt < o.attempt: // an earlier attempt's call: fenced on the effect path, counted nowhere
+	case c.Attempt > o.attempt || o.seq != seq:
+		*o = mcpOrdinal{attempt: c.Attempt, seq: seq, n: 1}
+		n = 0
+	default:
+		o.n++
+	}
+	return fmt.Sprintf("%s%d/%d/%s/%s", derivedKeyPrefix, seq, n, tool, hashHex(canon)[:16]), nil
+}
+
+// derivedKeyPrefix starts every key of keys: derived:
+// mcp-cp<seq>/<ordinal>/<tool>/<args digest>.
+const derivedKeyPrefix = "mcp-cp"
 
 // mcpAnswer is the MCP answer to an effect's result.
 func mcpAnswer(tool string, res protocol.EffectResult) (*mcp.CallToolResult, error) {

@@ -68,6 +68,8 @@ type run struct {
 	sup    attempts
 	llm    *llmPath // nil: the run serves no model
 
+	mcpCalls mcpOrdinal // the current attempt's mutating MCP calls, for keys: derived
+
 	link    *chaos.Link // the agent's link to the gateway (nil until driven)
 	network bool        // the run's sandboxes are on its network (sandbox: {network: internal})
 	// Held replies (see HoldReply), under holdMu alone: a reply never waits

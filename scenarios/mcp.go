@@ -19,7 +19,11 @@ const (
 	// MCPKeysAgent: the agent gives it in the call's _meta
 	// (MCPMetaIdempotencyKey); a call without one is unkeyed. The default.
 	MCPKeysAgent = "agent"
-	// MCPKeysDerived: the harness derives it. Not supported yet.
+	// MCPKeysDerived: a call without a key of its own gets one the harness
+	// derives from the attempt's last durable checkpoint (its seq), the
+	// call's ordinal among the mutating calls since that checkpoint, the
+	// tool and its arguments' digest; read-only calls stay unkeyed. A key
+	// the agent gives still wins.
 	MCPKeysDerived = "derived"
 )
 
@@ -118,9 +122,6 @@ func (b *builder) mcp(m map[string]any, apis []HTTPAPI) *MCP {
 	out := &MCP{Keys: MCPKeysAgent}
 	if k, ok := m["keys"].(string); ok {
 		out.Keys = k
-		if k == MCPKeysDerived {
-			b.errAt("/mcp/keys", "mcp.keys: derived is not supported yet (use keys: agent: the agent gives each call's key in _meta[%q])", MCPMetaIdempotencyKey)
-		}
 	}
 	list, _ := m["servers"].([]any)
 	names := map[string]int{}

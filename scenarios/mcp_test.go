@@ -57,6 +57,7 @@ var _ = Describe("mcp:", func() {
 
 	It("defaults keys to agent", func() {
 		Expect(mustParse("mcp.yaml", mcpHeader).MCP.Keys).To(Equal(scenarios.MCPKeysAgent))
+		Expect(mustParse("mcp.yaml", mcpHeader+"  keys: derived\n").MCP.Keys).To(Equal(scenarios.MCPKeysDerived))
 	})
 
 	DescribeTable("reports each problem at its file:line:column",
@@ -64,8 +65,6 @@ var _ = Describe("mcp:", func() {
 			_, err := scenarios.Parse("mcp.yaml", []byte(text))
 			Expect(positioned("mcp.yaml", err)).To(Equal(want))
 		},
-		Entry("keys: derived", mcpHeader+"  keys: derived\n",
-			`11:9: mcp.keys: derived is not supported yet (use keys: agent: the agent gives each call's key in _meta["overnight.dev/idempotency-key"])`),
 		Entry("an image server", mcpHeader+"    - {name: pay, image: 'pay-mcp:1'}\n",
 			`11:26: mcp.servers[1].image: an MCP server run as an image is not supported yet (give command: for a stdio server, or url: for one already running)`),
 		Entry("both command and url", mcpHeader+"    - {name: two, command: [x], url: 'http://a'}\n",

@@ -129,7 +129,7 @@ type HTTPFile struct {
 type MCPFile struct {
 	// The MCP servers, each a stdio command the harness starts or a streamable HTTP URL already running.
 	Servers []MCPServerFile `json:"servers" yaml:"servers" jsonschema:"required,minItems=1"`
-	// Where a tools/call's idempotency key comes from: agent (the call's _meta["overnight.dev/idempotency-key"]; a call without one is unkeyed). derived is not supported yet.
+	// Where a tools/call's idempotency key comes from: agent (the call's _meta["overnight.dev/idempotency-key"]; a call without one is unkeyed) or derived (a call without one gets a key the harness derives from the attempt's last durable checkpoint, the call's ordinal among the mutating calls since it, the tool and its arguments' digest; read-only calls stay unkeyed).
 	Keys string `json:"keys,omitempty" yaml:"keys,omitempty" jsonschema:"enum=agent,enum=derived"`
 }
 
