@@ -76,3 +76,21 @@ var _ = Describe("checking a scenario's invariants against a registry", func() {
 		Expect(mine.Check(scen)).To(Succeed())
 	})
 })
+
+var _ = Describe("checking a scenario's task against its world", func() {
+	const scen = "apiVersion: overnight/v1\nkind: Scenario\nname: t\nworld: cloud\nagent: {builtin: deployer}\ntask: {network: n}\n"
+	const probe = "http:\n  - name: store\n    base_url: http://127.0.0.1:9\n    routes: [{route: \"GET /count\", kind: count, read_only: true}]\n" +
+		"goal:\n  probe: {api: store, route: \"GET /count\"}\n  expect: 'int(response.count) == 1'\n"
+
+	It("checks the task against the world's goal when the world judges goal-reached", func() {
+		s, err := scenarios.Parse("t.yaml", []byte(scen))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(harness.CheckScenario(s, harness.CheckOptions{})).To(MatchError(ContainSubstring("t.yaml:6:")))
+	})
+
+	It("does not when a probe (goal:) judges it: the task is the agent's alone", func() {
+		s, err := scenarios.Parse("t.yaml", []byte(scen+probe))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(harness.CheckScenario(s, harness.CheckOptions{})).To(Succeed())
+	})
+})
