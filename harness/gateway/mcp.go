@@ -115,6 +115,12 @@ func (s *Server) mcpServer(ctx context.Context, b MCPBackend, c Caller) *mcp.Ser
 				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("arguments are %d bytes; at most %d", len(call.Arguments), MaxEffectArgsBytes)}
 			}
 			res, err := b.MCPCall(ctx, c, call)
+			if hb, ok := s.backend.(Holder); ok {
+				// Held here, before the SDK writes a byte of the answer
+				// (whatever it wrote before the call): an attempt a fault
+				// of this call is ending never hears it.
+				hb.HoldReply(ctx, c)
+			}
 			if err != nil {
 				return nil, mcpError(s, name, err)
 			}
