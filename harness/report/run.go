@@ -1,6 +1,8 @@
 package report
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"html/template"
@@ -33,16 +35,20 @@ func RunJSON(w io.Writer, f *history.Full) error {
 
 // runModel is a run as its reports show it.
 type runModel struct {
-	Rec        history.RunRecord
-	Res        *history.Result
-	Agent      string
-	Verdict    string // pass, fail, unknown, or "" before the end
-	Reason     string
-	Started    string
-	Wall       string
-	Virtual    string
-	Steps      int
-	Claim      string
+	Rec     history.RunRecord
+	Res     *history.Result
+	Agent   string
+	Verdict string // pass, fail, unknown, or "" before the end
+	Reason  string
+	Started string
+	Wall    string
+	Virtual string
+	Steps   int
+	Claim   string
+	// Summary and Claims are what the agent sent with done: its report
+	// (Claims indented JSON; "" : none).
+	Summary    string
+	Claims     string
 	Reproduce  string
 	Invariants []history.InvariantResult
 	Faults     []faultRow
@@ -128,6 +134,13 @@ func newRunModel(f *history.Full) *runModel {
 	}
 	if m.Claim == "" {
 		m.Claim = history.OutcomeNone
+	}
+	if d := run.Done; d != nil {
+		m.Summary = d.Summary
+		var buf bytes.Buffer
+		if len(d.Claims) > 0 && json.Indent(&buf, d.Claims, "", "  ") == nil {
+			m.Claims = buf.String()
+		}
 	}
 	for _, fr := range run.Faults {
 		row := faultRow{Spec: fr.Spec, From: fr.From, Applied: "never fired", Healed: "–", Met: "no", Detail: fr.MetDetail, Attempt: fr.AppliedAttempt}
@@ -277,7 +290,11 @@ var runHTML = sync.OnceValue(func() *template.Template {
 {{if .Attempts}}<table><tr><th class="n">attempt</th><th>started</th><th>ended</th><th>how it ended</th><th class="n">exit code</th><th>notes</th></tr>
 {{range .Attempts}}<tr><td class="n">{{.N}}</td><td>{{.Started}}</td><td>{{.Ended}}</td><td class="{{if .Ok}}ok{{else}}bad{{end}}">{{.End}}</td><td class="n">{{.Exit}}</td><td>{{.Notes}}</td></tr>
 {{end}}</table>{{else}}<p>No attempt started.</p>{{end}}
-<h2>LLM</h2>
+{{if or .Summary .Claims}}<h2>The agent's report</h2>
+{{with .Summary}}<p>{{.}}</p>
+{{end}}{{with .Claims}}<p class="muted">Its claims, sent with done (a world that judges claims holds them to what it shows: goal-reached):</p>
+<pre><code>{{.}}</code></pre>
+{{end}}{{end}}<h2>LLM</h2>
 <p>{{.LLMText}}</p>
 {{.Sections}}`))
 })
@@ -372,6 +389,15 @@ func RunMarkdown(w io.Writer, f *history.Full) error {
 		rows = append(rows, []string{fmt.Sprint(a.N), a.Started, a.Ended, a.End, a.Exit, a.Notes})
 	}
 	mdSection(&b, "Attempts", "", "No attempt started.", "| attempt | started | ended | how it ended | exit code | notes |\n|--:|---|---|---|--:|---|", rows)
+	if m.Summary != "" || m.Claims != "" {
+		b.WriteString("## The agent's report\n\n")
+		if m.Summary != "" {
+			fmt.Fprintf(&b, "%s\n\n", mdEscape(m.Summary))
+		}
+		if m.Claims != "" {
+			fmt.Fprintf(&b, "Its claims, sent with done (a world that judges claims holds them to what it shows: goal-reached):\n\n```json\n%s\n```\n\n", m.Claims)
+		}
+	}
 	fmt.Fprintf(&b, "## LLM\n\n%s\n\n", m.LLMText())
 	if m.Reflective {
 		b.WriteString(writeup.ReflectionsMarkdown(m.Reflections, m.Gate))
