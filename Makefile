@@ -47,11 +47,13 @@ etcd: ## install Debian's etcd-server when etcd is missing (once; needs root)
 # against the in-process world's.
 bench: export GOMAXPROCS := 1
 bench: python-image etcd
-bench: ## measure the journal, the gateway (effects, LLM calls, the HTTP pass-through to etcd), the week, kill recovery, sandbox cold start, the gate, the reflection loop, the viewer's run list and a suite's throughput
+bench: ## measure the journal, the gateway (effects, LLM calls, the HTTP pass-through to etcd, calls beside a slow world, MCP tools/call), the week, kill recovery, sandbox cold start, the gate, the reflection loop, the viewer's run list and a suite's throughput
 	$(GO) test -run '^$$' -bench . -benchtime 20000x ./harness/journal
 	$(GO) test -run '^$$' -bench 'Effect|LLM' -benchtime 2000x ./harness
 	GOMAXPROCS=2 $(GO) test -run '^$$' -bench 'LLMOverhead' -benchtime 2000x ./harness
 	$(GO) test -run '^$$' -bench 'HTTPPassThrough' -benchtime 1000x ./harness
+	$(GO) test -run '^$$' -bench 'GatewayCallsBesideSlowWorld' -benchtime 300x ./harness
+	$(GO) test -run '^$$' -bench 'MCPCall' -benchtime 1000x ./harness
 	$(GO) test -run '^$$' -bench 'Week|KillRecovery' -benchtime 3x ./harness
 	$(GO) test -run '^$$' -bench ColdStart -benchtime 20x ./sandbox/docker
 	$(GO) test -run '^$$' -bench NeverSeenImage -benchtime 10x ./harness
@@ -70,12 +72,13 @@ lint: ## go vet, staticcheck and gofmt
 	$(GO) run $(STATICCHECK) ./...
 	@out=$$(gofmt -l . | grep -v '^bin/'); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
-fuzz: ## fuzz the parsers, the scenario expressions, the gateway protocol and the world protocol, 30s each
+fuzz: ## fuzz the parsers, the scenario expressions, the gateway protocol, its MCP front and the world protocol, 30s each
 	$(GO) test -run '^$$' -fuzz '^FuzzParseSpec$$' -fuzztime 30s ./chaos
 	$(GO) test -run '^$$' -fuzz '^FuzzParseDuration$$' -fuzztime 30s ./chaos
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime 30s ./scenarios
 	$(GO) test -run '^$$' -fuzz '^FuzzCompile$$' -fuzztime 30s ./scenarios/expr
 	$(GO) test -run '^$$' -fuzz '^FuzzGateway$$' -fuzztime 30s ./harness/gateway
+	$(GO) test -run '^$$' -fuzz '^FuzzMCP$$' -fuzztime 30s ./harness/gateway
 	$(GO) test -run '^$$' -fuzz '^FuzzParseRequest$$' -fuzztime 30s ./harness/llm
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeRequest$$' -fuzztime 30s ./scenarios/world/remote
 

@@ -86,6 +86,6 @@ invariants: [goal-reached, snapshots-prefixed]
 	fmt.Println(harness.CheckScenario(scen, harness.CheckOptions{}))
 	fmt.Println(harness.CheckScenario(scen, harness.CheckOptions{Invariants: reg}))
 	// Output:
-	// mine.yaml:7:28: invariants[1]: unknown invariant "snapshots-prefixed" (invariants: "no-duplicate-effects", "goal-reached", "no-lost-progress", "effects-resolved", "faults-fired")
+	// mine.yaml:7:28: invariants[1]: unknown invariant "snapshots-prefixed" (invariants: "no-duplicate-effects", "goal-reached", "no-lost-progress", "effects-resolved", "faults-fired", "state-consistent")
 	// <nil>
 }

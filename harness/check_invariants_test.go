@@ -27,7 +27,7 @@ var _ = Describe("checking a scenario's invariants against a registry", func() {
 		}
 		return out
 	}
-	builtins := `"no-duplicate-effects", "goal-reached", "no-lost-progress", "effects-resolved", "faults-fired"`
+	builtins := `"no-duplicate-effects", "goal-reached", "no-lost-progress", "effects-resolved", "faults-fired", "state-consistent"`
 
 	It("refuses a name the registry lacks at file:line:column, naming those it holds; the built-ins by default", func() {
 		scen := parse("invariants: [goal-reached, snapshot-named-daily, no-lost-progress,\n  fast]\n")

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/overnight-dev/overnight/harness/gateway"
 	"github.com/overnight-dev/overnight/harness/history"
 	"github.com/overnight-dev/overnight/sandbox/protocol"
+	"github.com/overnight-dev/overnight/scenarios"
 	"github.com/overnight-dev/overnight/scenarios/invariant"
 	"github.com/overnight-dev/overnight/scenarios/world"
 	"github.com/overnight-dev/overnight/scenarios/world/remote"
@@ -222,7 +224,9 @@ func (p *effectPath) gate(ctx context.Context, e *effect) error {
 	if g == nil {
 		return nil
 	}
-	req := GateRequest{RunID: r.rec.ID, Attempt: e.c.Attempt, EffectID: e.rec.ID, Key: e.req.Key, Kind: e.req.Kind, Args: e.args, Virtual: r.clock.now}
+	info, _ := kindInfo(r.world, e.req.Kind)
+	req := GateRequest{RunID: r.rec.ID, Attempt: e.c.Attempt, EffectID: e.rec.ID, Key: e.req.Key, Kind: e.req.Kind, Args: e.args, Virtual: r.clock.now,
+		ReadOnly: info.ReadOnly}
 	r.unlock()
 	d, err := g.Admit(ctx, req)
 	r.mu.Lock()
@@ -347,7 +351,30 @@ const (
 	CodeWorldUnavailable = "world_unavailable"
 	// CodeInDoubt: the world cannot say whether it happened, ever (409).
 	CodeInDoubt = "in_doubt"
+	// CodeRetryIdempotent: the world cannot say whether it happened, but
+	// the kind is an idempotent MCP tool (idempotentHint): a retry under
+	// its key runs it again.
+	CodeRetryIdempotent = "retry_idempotent"
 )
+
+// kindInfo is how world w describes kind.
+func kindInfo(w world.World, kind string) (world.KindInfo, bool) {
+	for _, k := range w.Kinds() {
+		if k.Name == kind {
+			return k, true
+		}
+	}
+	return world.KindInfo{}, false
+}
+
+// retriedInDoubt says an effect of kind in doubt that nobody can look up
+// may run again under its key: an MCP tool whose annotations say it is
+// idempotent (idempotentHint, or readOnlyHint), so that doing it twice is
+// doing it once.
+func retriedInDoubt(w world.World, kind string) bool {
+	info, ok := kindInfo(w, kind)
+	return ok && strings.HasPrefix(kind, scenarios.MCPKindPrefix) && info.Idempotent
+}
 
 // reconcile resolves an effect in doubt (an intent without a result, or
 // unknown) by asking the world whether it received the key — with the
@@ -367,6 +394,17 @@ func (p *effectPath) reconcile(ctx context.Context, rec *history.EffectRecord) e
 		// The world is down: the effect stays in doubt until it answers.
 		return gateway.Errorf(http.StatusServiceUnavailable, CodeWorldUnavailable,
 			"effect %s is in doubt and the world cannot be asked about it now (%v); retry with the same key", history.EffectLabel(rec.ID), err)
+	}
+	if errors.Is(err, world.ErrCannotLookup) && retriedInDoubt(r.world, rec.Kind) {
+		// Doing it again is harmless: a retry under its key runs it.
+		rec.Reconciled = true
+		rec.Status, rec.Result = protocol.StatusFailed, nil
+		rec.Error = &protocol.EffectError{Code: CodeRetryIdempotent, Status: http.StatusServiceUnavailable, Transient: true,
+			Message: fmt.Sprintf("whether %s happened cannot be found out (%v), and it is idempotent: retrying it with the same key runs it again", rec.Kind, err)}
+		if perr := r.put(ctx, history.EffectEntry(r.rec.ID, rec)); perr != nil {
+			return fmt.Errorf("record effect %s as safe to retry: %w", history.EffectLabel(rec.ID), perr)
+		}
+		return nil
 	}
 	if errors.Is(err, world.ErrCannotLookup) {
 		// Nobody can say whether it happened: it stays in doubt, and a

@@ -172,6 +172,7 @@ type Harness struct {
 	procs   *worldProcs      // command worlds started for runs (nil: none yet)
 	images  *imageWorlds     // image worlds started for runs (nil: none yet)
 	shadows *shadowUpstreams // HTTP APIs' scratch upstreams started for isolated runs (nil: none yet)
+	mcp     *mcpServers      // MCP servers connected (stdio ones started) for runs (nil: none yet)
 
 	control *controlServer // the state dir's control socket (nil: none)
 	// index keeps the runs' headers for QueryRuns, told by w of every run

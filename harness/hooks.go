@@ -42,6 +42,9 @@ type GateRequest struct {
 	Kind     string
 	Args     json.RawMessage // canonical
 	Virtual  time.Time
+	// ReadOnly says the world describes the kind as read-only (an MCP
+	// tool's readOnlyHint, say): no side effect at all.
+	ReadOnly bool
 }
 
 // GateDecision is the gate's answer.
@@ -77,6 +80,9 @@ const (
 	FailureCrashLoop     = "crash_loop"     // max_attempts attempts ended without done
 	FailureBudget        = "budget"         // the LLM budget is spent
 	FailureInvariant     = "invariant"      // an always invariant was seen violated while the run is live
+	// FailurePoisoned: the world contradicts the claims of a checkpoint
+	// the agent wrote (Checkpoint) or of its done (Checkpoint 0).
+	FailurePoisoned = "poisoned_checkpoint"
 )
 
 // Failure is something that went wrong in a run, as it happened.
@@ -90,7 +96,10 @@ type Failure struct {
 	Effect *history.EffectRecord
 	// Invariant names the violated invariant (FailureInvariant).
 	Invariant string
-	Virtual   time.Time
+	// Checkpoint is the poisoned checkpoint's seq (FailurePoisoned; 0:
+	// the claims of done).
+	Checkpoint int64
+	Virtual    time.Time
 }
 
 // FailureHook hears of failures once they are durable, without the run's

@@ -11,6 +11,7 @@ import (
 	"github.com/overnight-dev/overnight/scenarios"
 	"github.com/overnight-dev/overnight/scenarios/world"
 	"github.com/overnight-dev/overnight/scenarios/world/httpworld"
+	"github.com/overnight-dev/overnight/scenarios/world/mcpworld"
 )
 
 // ErrNoCredential is wrapped when an HTTP API's credential is not in the
@@ -76,9 +77,10 @@ func (h *Harness) recording(a scenarios.HTTPAPI) ([]world.LedgerEntry, error) {
 }
 
 // openHTTPWorlds opens the world of run rec, whose scenario declares HTTP
-// APIs, in store under prefix: the scenario's world: (if any, opened by
-// base) and each API's world, behind one router.
-func (h *Harness) openHTTPWorlds(rec history.RunRecord, scen *scenarios.Scenario, store world.Store, prefix []byte, base httpworld.OpenBase) (world.World, error) {
+// APIs or MCP servers, in store under prefix: the scenario's world: (if
+// any, opened by base), each API's world and each MCP server's (on the
+// run's connection to it), behind one router.
+func (h *Harness) openHTTPWorlds(ctx context.Context, rec history.RunRecord, scen *scenarios.Scenario, store world.Store, prefix []byte, base httpworld.OpenBase) (world.World, error) {
 	// The journal of an API's answers is made durable by each effect's
 	// result (AnswersStore): the pass-through costs the effect path's two
 	// durable writes, intent and result. A shadow's is a scratch store's.
@@ -87,7 +89,7 @@ func (h *Harness) openHTTPWorlds(rec history.RunRecord, scen *scenarios.Scenario
 		answers, _ = h.w.AnswersStore(rec.ID)
 	}
 	return httpworld.Assemble(scen, store, answers, prefix, base, func(a scenarios.HTTPAPI, store world.Store, prefix []byte) (*httpworld.World, error) {
-		cfg := httpworld.Config{API: a}
+		cfg := httpworld.Config{API: a, Blobs: h.blobs()}
 		if rec.Isolated != nil {
 			// An isolated run acts on the API's shadow, a scratch upstream
 			// the harness started for it, with no credential: the real
@@ -115,5 +117,30 @@ func (h *Harness) openHTTPWorlds(rec history.RunRecord, scen *scenarios.Scenario
 			cfg.Recording, cfg.RecordingRun = l, a.Recording
 		}
 		return httpworld.Open(cfg, store, prefix)
+	}, func(m scenarios.MCPServer, store world.Store, prefix []byte) (world.World, error) {
+		if rec.Isolated != nil {
+			return nil, fmt.Errorf("%w: MCP server %s of isolated run %s: shadows of MCP servers are not built in this version", ErrNoShadow, m.Name, rec.ID)
+		}
+		c, err := h.mcpServers().conn(ctx, rec.ID, m)
+		if err != nil {
+			return nil, err
+		}
+		return mcpworld.OpenConn(ctx, c, store, prefix)
 	})
 }
+
+// journalBlobs are the state dir's journal blobs, for the bodies of large
+// answers (httpworld.Blobs).
+type journalBlobs struct {
+	w *history.Writer
+	r *history.Reader
+}
+
+func (b journalBlobs) PutBlob(ctx context.Context, data []byte) (string, error) {
+	return b.w.PutBlob(ctx, data)
+}
+
+func (b journalBlobs) Blob(hash string) ([]byte, error) { return b.r.Blob(hash) }
+
+// blobs are the harness's journal blobs as httpworld.Blobs.
+func (h *Harness) blobs() httpworld.Blobs { return journalBlobs{w: h.w, r: h.history} }

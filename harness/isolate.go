@@ -145,7 +145,7 @@ func (h *Harness) fork(ctx context.Context, parent history.RunRecord, id string,
 		return nil, 0, err
 	}
 	var state world.State
-	if len(scen.HTTP) > 0 {
+	if scen.HasAPIs() {
 		if state, err = h.forkHTTP(ctx, parent, id, scen, real, worldSeq); err != nil {
 			return nil, 0, err
 		}

@@ -12,7 +12,10 @@ import (
 	"time"
 
 	"github.com/overnight-dev/overnight/harness/history"
+	"github.com/overnight-dev/overnight/scenarios"
 	"github.com/overnight-dev/overnight/scenarios/invariant"
+	"github.com/overnight-dev/overnight/scenarios/world"
+	"github.com/overnight-dev/overnight/scenarios/world/httpworld"
 	"github.com/overnight-dev/overnight/scenarios/world/remote"
 )
 
@@ -104,7 +107,7 @@ func (r *run) judge(ctx context.Context, end endState) (*Result, error) {
 		VirtualMS: ms(clock.Sub(rec.VirtualStart)), Outcome: history.OutcomeNone, LLM: totals,
 	}
 	if done != nil {
-		res.Outcome = done.Outcome
+		res.Outcome, res.Report = done.Outcome, done.Report
 	}
 	ev := &invariant.Evidence{World: r.world, Task: r.task, VirtualStart: rec.VirtualStart, Recovery: r.scen.Limits.Recovery, Label: history.EffectLabel}
 	for _, e := range effects {
@@ -119,16 +122,23 @@ func (r *run) judge(ctx context.Context, end endState) (*Result, error) {
 		ev.Effects = append(ev.Effects, invariant.Effect{ID: e.ID, InDoubt: e.InDoubt()})
 	}
 	for _, c := range checkpoints {
-		ev.Checkpoints = append(ev.Checkpoints, invariant.Checkpoint{Attempt: c.Attempt, Step: c.Step})
+		ic := invariant.Checkpoint{Attempt: c.Attempt, Step: c.Step, Seq: c.Seq, RollbackOf: c.RollbackOf}
+		if c.Poisoned() {
+			ic.Poisoned = c.Consistency.Reason
+		}
+		ev.Checkpoints = append(ev.Checkpoints, ic)
 	}
 	for _, f := range faults {
 		ev.Faults = append(ev.Faults, invariant.Fault{Spec: f.Spec, Applied: f.Applied, Error: f.Error, Met: f.Met, MetDetail: f.MetDetail, HealedVirtual: f.HealedVirtual})
 	}
 	if done != nil {
 		ev.Done = &invariant.Done{Outcome: done.Outcome, Virtual: done.Virtual, Claims: done.Claims}
+		if done.Consistency.Poisoned() {
+			ev.Done.Poisoned = done.Consistency.Reason
+		}
 	}
 	dups, err := r.world.Duplicates(ctx)
-	if err != nil && !errors.Is(err, remote.ErrWorld) { // a world down is judged below: unknown
+	if err != nil && !errors.Is(err, remote.ErrWorld) && !errors.Is(err, httpworld.ErrReplayDiverged) { // judged below: unknown
 		return nil, err
 	}
 	for _, d := range dups {
@@ -142,6 +152,9 @@ func (r *run) judge(ctx context.Context, end endState) (*Result, error) {
 			names = append(names, inv.Name)
 		}
 	}
+	if res.ReplayDivergence, err = replayDivergence(ctx, r.world); err != nil {
+		return nil, err
+	}
 	judged := false
 	for _, name := range names {
 		ir := InvariantResult{Name: name}
@@ -150,9 +163,13 @@ func (r *run) judge(ctx context.Context, end endState) (*Result, error) {
 			judged = judged || inv.Kind == invariant.Always || inv.Kind == invariant.Eventually
 		}
 		j, err := reg.Judge(ctx, name, ev)
-		if errors.Is(err, remote.ErrWorld) {
+		switch {
+		case errors.Is(err, remote.ErrWorld):
 			// The world out of process cannot be asked: nothing is known.
 			j, err = invariant.Judgement{Verdict: invariant.Unknown, Detail: fmt.Sprintf("not judged: the world did not answer (%v)", err)}, nil
+		case errors.Is(err, httpworld.ErrReplayDiverged):
+			// A replay past its recording acted on no world at all.
+			j, err = invariant.Judgement{Verdict: invariant.Unknown, Detail: err.Error()}, nil
 		}
 		if err != nil {
 			return nil, fmt.Errorf("judge %s: %w", name, err)
@@ -190,11 +207,42 @@ func (r *run) judge(ctx context.Context, end endState) (*Result, error) {
 		}
 		res.Reason = fmt.Sprintf("%s; %s", end.reason, strings.Join(bad, ", "))
 	}
+	res.Poisoned, res.Rollbacks = history.PoisonOf(checkpoints)
 	res.HistoryDigest = digest(effects, checkpoints, faults, lessons, rec.VirtualStart, done)
 	if err := r.reflections(res); err != nil {
 		return nil, err
 	}
 	return res, nil
+}
+
+// replayDivergence is the first request of a replayed run its recording
+// could not answer, across the run's HTTP APIs (the earliest in virtual
+// time; nil: none diverged, or nothing is replayed).
+func replayDivergence(ctx context.Context, w world.World) (*history.ReplayDivergence, error) {
+	rt := world.RouterOf(w)
+	if rt == nil {
+		return nil, nil
+	}
+	var first *history.ReplayDivergence
+	var at time.Time
+	for _, route := range rt.Routes() {
+		api, ok := route.World.(*httpworld.World)
+		if !ok || api.API().Mode != scenarios.HTTPReplay {
+			continue
+		}
+		d, err := api.Divergence(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("the replay divergence of HTTP API %s: %w", api.Name(), err)
+		}
+		if d == nil {
+			continue
+		}
+		if first == nil || d.At.Before(at) {
+			first, at = &history.ReplayDivergence{API: d.API, Kind: d.Kind, Route: d.Route, Ordinal: d.Ordinal,
+				Occurrence: d.Occurrence, Key: d.Key, Recording: d.Recording, Message: d.Message}, d.At
+		}
+	}
+	return first, nil
 }
 
 // reflections adds what the reflection loop and the gate journaled (by an

@@ -18,11 +18,12 @@ type Route struct {
 	// the scenario's world:, which serves every kind no other route claims.
 	Prefix string `json:"prefix"`
 	World  string `json:"world"`  // the world's name (an HTTP API's name)
-	Via    string `json:"via"`    // "built-in", "url", "command", "image" or "http"
-	Target string `json:"target"` // where it is served from: the URL, command, image or base URL ("" for a built-in world)
+	Via    string `json:"via"`    // "built-in", "url", "command", "image", "http" or "mcp"
+	Target string `json:"target"` // where it is served from: the URL, command, image, base URL or MCP server's command or URL ("" for a built-in world)
 	// Kinds are the route's kinds as far as they are known before the run:
 	// a built-in world's (its first API version's), an HTTP API's routes. A
-	// remote world's are what it describes when the run starts: none here.
+	// remote world's (and an MCP server's tools) are what it describes
+	// when the run starts: none here.
 	Kinds []RoutedKind `json:"kinds"`
 	// Note says what else to know: the API versions a built-in world
 	// moves through, or that a remote world describes its own kinds.
@@ -55,7 +56,7 @@ func (k RoutedKind) Flags() []string {
 }
 
 // Routing is the routing of scen's effect kinds to its worlds — its HTTP
-// APIs' and its world:'s — longest prefix first, built-in worlds described
+// APIs', its MCP servers' and its world:'s — longest prefix first, built-in worlds described
 // from worlds (DefaultWorlds when nil). It reads the scenario only: nothing
 // is started or called.
 func Routing(scen *scenarios.Scenario, worlds *world.Registry) []Route {
@@ -75,6 +76,14 @@ func Routing(scen *scenarios.Scenario, worlds *world.Registry) []Route {
 		}
 		if a.Mode != "" && a.Mode != scenarios.HTTPLive {
 			r.Note = "mode " + a.Mode
+		}
+		out = append(out, r)
+	}
+	for _, m := range scen.MCPServers() {
+		r := Route{Prefix: m.EffectKind(""), World: m.Name, Via: "mcp", Target: m.URL, Kinds: []RoutedKind{},
+			Note: "the server lists its tools when the run starts (mcp." + m.Name + ".<tool>, seen by the agent as " + m.ToolName("<tool>") + ")"}
+		if len(m.Command) > 0 {
+			r.Target = strings.Join(m.Command, " ")
 		}
 		out = append(out, r)
 	}

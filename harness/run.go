@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -66,6 +67,8 @@ type run struct {
 	fx     effectPath
 	sup    attempts
 	llm    *llmPath // nil: the run serves no model
+
+	mcpCalls mcpOrdinal // the current attempt's mutating MCP calls, for keys: derived
 
 	link    *chaos.Link // the agent's link to the gateway (nil until driven)
 	network bool        // the run's sandboxes are on its network (sandbox: {network: internal})
@@ -134,6 +137,34 @@ func canonicalJSON(raw json.RawMessage) (json.RawMessage, error) {
 	}
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
+
+// judgeClaims canonicalises an agent's claims and judges them against the
+// world (see claimsJudge); mu must not be held. Nil claims: nothing.
+func (r *run) judgeClaims(ctx context.Context, raw json.RawMessage) (json.RawMessage, *history.Consistency, error) {
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return nil, nil, nil
+	}
+	var buf bytes.Buffer // compact, not canonical: nothing hashes claims
+	if err := json.Compact(&buf, raw); err != nil {
+		return nil, nil, fmt.Errorf("claims: %w", err)
+	}
+	claims := json.RawMessage(buf.Bytes())
+	if string(claims) == "null" {
+		return nil, nil, nil
+	}
+	cons, err := claimsJudge{scen: r.scen, world: r.world}.judge(ctx, claims)
+	if err != nil {
+		return claims, nil, &claimsShapeError{err}
+	}
+	return claims, cons, nil
+}
+
+// claimsShapeError is judgeClaims' error for claims that are JSON but not
+// in the claims shape.
+type claimsShapeError struct{ err error }
+
+func (e *claimsShapeError) Error() string { return e.err.Error() }
+func (e *claimsShapeError) Unwrap() error { return e.err }
 
 // put writes entries durably (one commit).
 func (r *run) put(ctx context.Context, entries ...history.Entry) error {
@@ -211,6 +242,10 @@ func (r *run) PutCheckpoint(ctx context.Context, c gateway.Caller, req protocol.
 		return protocol.CheckpointAck{}, gateway.Errorf(http.StatusBadRequest, protocol.CodeBadRequest, "checkpoint state: %v", err)
 	}
 	stateHash := hashHex(state)
+	claims, consistency, err := r.judgeClaims(ctx, req.Claims)
+	if err != nil {
+		return protocol.CheckpointAck{}, gateway.Errorf(http.StatusBadRequest, protocol.CodeBadRequest, "checkpoint %v", err)
+	}
 
 	r.mu.Lock()
 	defer r.unlock()
@@ -226,7 +261,8 @@ func (r *run) PutCheckpoint(ctx context.Context, c gateway.Caller, req protocol.
 			"expect_seq %d, but the last checkpoint is seq %d (step %d): read it again with GET /v1/checkpoint", *req.ExpectSeq, last.Seq, last.Step)
 	}
 	rec := history.CheckpointRecord{Seq: last.Seq + 1, Step: req.Step, StateHash: stateHash, Attempt: c.Attempt, ExpectSeq: req.ExpectSeq, Virtual: r.clock.now,
-		Intents: r.fx.intents, LLMCalls: r.llm.callCount(), Wall: time.Now().UTC()}
+		Intents: r.fx.intents, LLMCalls: r.llm.callCount(), Wall: time.Now().UTC(), Claims: claims, Consistency: consistency,
+		EffectOrder: r.fx.order}
 	if seq, err := world.LedgerSeq(ctx, r.world); err == nil {
 		rec.WorldSeq = seq
 	}
@@ -243,6 +279,10 @@ func (r *run) PutCheckpoint(ctx context.Context, c gateway.Caller, req protocol.
 		return protocol.CheckpointAck{}, fmt.Errorf("store checkpoint %d: %w", rec.Seq, err)
 	}
 	r.cp = rec
+	if rec.Poisoned() {
+		r.failed(Failure{Kind: FailurePoisoned, Attempt: c.Attempt, Checkpoint: rec.Seq,
+			Detail: fmt.Sprintf("checkpoint %d (step %d) is poisoned: %s", rec.Seq, rec.Step, consistency.Reason)})
+	}
 	r.faults.fireStep(ctx, req.Step)
 	return protocol.CheckpointAck{Seq: rec.Seq}, nil
 }
@@ -372,6 +412,21 @@ func (r *run) appendEvent(ctx context.Context, typ, msg string, data any) {
 // Done implements gateway.Backend.
 func (r *run) Done(ctx context.Context, c gateway.Caller, d protocol.Done) error {
 	ctx = context.WithoutCancel(ctx)
+	claims, consistency, err := r.judgeClaims(ctx, d.Claims)
+	var shape *claimsShapeError
+	switch {
+	case errors.As(err, &shape):
+		// Free-form claims, as done has always accepted: kept, not judged.
+		consistency = &history.Consistency{Verdict: history.ConsistencyUnknown, Reason: "not judged: " + err.Error()}
+	case err != nil:
+		return gateway.Errorf(http.StatusBadRequest, protocol.CodeBadRequest, "done %v", err)
+	}
+	// The report file is read before the claim is durable, and outside the
+	// run's lock: the claim's record carries it.
+	report, err := r.copyReport(ctx, c.Attempt)
+	if err != nil {
+		return err
+	}
 	r.mu.Lock()
 	defer r.unlock()
 	if r.done != nil {
@@ -384,22 +439,21 @@ func (r *run) Done(ctx context.Context, c gateway.Caller, d protocol.Done) error
 	if err := r.writable(c); err != nil {
 		return err
 	}
-	if len(d.Claims) > 0 {
-		claims, err := canonicalJSON(d.Claims)
-		if err != nil {
-			return gateway.Errorf(http.StatusBadRequest, protocol.CodeBadRequest, "done claims: %v", err)
-		}
-		d.Claims = claims
-	}
-	rec := history.DoneRecord{Outcome: d.Outcome, Summary: d.Summary, Claims: d.Claims, Attempt: c.Attempt, Virtual: r.clock.now}
+	rec := history.DoneRecord{Outcome: d.Outcome, Summary: d.Summary, Claims: claims, Consistency: consistency, Attempt: c.Attempt, Virtual: r.clock.now, Report: report}
 	if err := r.put(ctx, history.DoneEntry(r.rec.ID, rec)); err != nil {
 		return fmt.Errorf("record done: %w", err)
 	}
 	r.done = &rec
 	r.event(ctx, "done", d.Summary, map[string]any{"outcome": d.Outcome})
+	if report != nil {
+		r.event(ctx, "harness.report", reportEventText(report), map[string]any{"path": report.Path, "status": report.Status, "bytes": report.Bytes})
+	}
 	close(r.doneCh)
 	if d.Outcome == protocol.OutcomeFailure {
 		r.failed(Failure{Kind: FailureDone, Attempt: c.Attempt, Detail: d.Summary})
+	}
+	if consistency.Poisoned() {
+		r.failed(Failure{Kind: FailurePoisoned, Attempt: c.Attempt, Detail: "the claims sent with done are poisoned: " + consistency.Reason})
 	}
 	return nil
 }

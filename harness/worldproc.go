@@ -233,9 +233,10 @@ func tail(path string) string {
 	return "; it ends: " + string(bytes.TrimSpace(b))
 }
 
-// reapStaleWorlds kills the command worlds a dead harness left running in
-// the state dir — a world.pid whose process still has that world's data
-// dir in its environment — but those this harness runs. It returns how
+// reapStaleWorlds kills the command worlds and stdio MCP servers a dead
+// harness left running in the state dir — a world.pid (server.pid) whose
+// process still has that world's (server's) data dir in its environment —
+// but those this harness runs. It returns how
 // many it killed.
 func (h *Harness) reapStaleWorlds() (int, error) {
 	mine := map[int]bool{}
@@ -247,11 +248,22 @@ func (h *Harness) reapStaleWorlds() (int, error) {
 		}
 		h.procs.mu.Unlock()
 	}
+	mcp := h.mcp
 	h.mu.Unlock()
+	if mcp != nil {
+		for _, pid := range mcp.pids() {
+			mine[pid] = true
+		}
+	}
 	dirs, err := filepath.Glob(filepath.Join(h.state, "worlds", "*", "world.pid"))
 	if err != nil {
 		return 0, err
 	}
+	servers, err := filepath.Glob(filepath.Join(h.state, "mcp", "*", "server.pid"))
+	if err != nil {
+		return 0, err
+	}
+	dirs = append(dirs, servers...)
 	n := 0
 	for _, pidFile := range dirs {
 		b, err := os.ReadFile(pidFile)
@@ -267,6 +279,9 @@ func (h *Harness) reapStaleWorlds() (int, error) {
 			continue // gone
 		}
 		want := EnvWorldData + "=" + filepath.Join(filepath.Dir(pidFile), "data")
+		if filepath.Base(pidFile) == "server.pid" {
+			want = EnvMCPData + "=" + filepath.Join(filepath.Dir(pidFile), "data") // a stdio MCP server
+		}
 		if !bytes.Contains(env, append([]byte(want), 0)) {
 			continue // the pid is another process's now
 		}

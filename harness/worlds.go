@@ -38,10 +38,10 @@ const worldDialTimeout = 30 * time.Second
 // when the scenario declares HTTP APIs, those beside it behind a router
 // (openHTTPWorlds).
 func (h *Harness) openRunWorld(ctx context.Context, rec history.RunRecord, scen *scenarios.Scenario, store world.Store, prefix []byte) (world.World, error) {
-	if len(scen.HTTP) > 0 {
-		// Several worlds behind one router: the scenario's world: (if any)
-		// and each HTTP API.
-		return h.openHTTPWorlds(rec, scen, store, prefix, func(store world.Store, prefix []byte) (world.World, error) {
+	if scen.HasAPIs() {
+		// Several worlds behind one router: the scenario's world: (if any),
+		// each HTTP API and each MCP server.
+		return h.openHTTPWorlds(ctx, rec, scen, store, prefix, func(store world.Store, prefix []byte) (world.World, error) {
 			return h.openBaseWorld(ctx, rec, scen, store, prefix)
 		})
 	}
@@ -221,6 +221,12 @@ func checkWorldURL(s string) error {
 // world the harness started for the run is stopped (its data stays, for a
 // resume).
 func (h *Harness) releaseWorld(runID string, w scenarios.World, isolated bool) {
+	h.mu.Lock()
+	mcp := h.mcp
+	h.mu.Unlock()
+	if mcp != nil {
+		mcp.stop(runID)
+	}
 	if !w.Remote() {
 		return
 	}
@@ -280,8 +286,11 @@ func (h *Harness) killWorld(ctx context.Context, runID string, w scenarios.World
 func (h *Harness) stopWorlds() {
 	h.stopAllShadows()
 	h.mu.Lock()
-	procs, images := h.procs, h.images
+	procs, images, mcp := h.procs, h.images, h.mcp
 	h.mu.Unlock()
+	if mcp != nil {
+		mcp.stopAll()
+	}
 	if procs != nil {
 		procs.stopAll()
 	}
@@ -296,8 +305,9 @@ func (h *Harness) stopWorlds() {
 var ErrNoShadow = errors.New("no shadow of the world can be built")
 
 // forkRemote makes isolated run id's shadow of parent's world out of
-// process: an instance of that world, restored from the parent's ledger up
-// to worldSeq. The real world is only read.
+// process: an instance of that world, restored from the parent's ledger —
+// the answers the parent journaled — up to worldSeq. The real world is only
+// read.
 func (h *Harness) forkRemote(ctx context.Context, parent history.RunRecord, id string, scen *scenarios.Scenario, real world.World, worldSeq int64) (world.State, error) {
 	m, ok := real.(*mirrored)
 	if !ok {
@@ -311,7 +321,9 @@ func (h *Harness) forkRemote(ctx context.Context, parent history.RunRecord, id s
 		return world.State{}, fmt.Errorf("%w: world %q (%s) offers no instances (its describe declares no instances capability), and nothing ever resets the real one",
 			ErrNoShadow, m.Name(), scen.World.Label())
 	}
-	ledger, err := m.Ledger(ctx)
+	// Cut where the checkpoint's seq counts: the run's journal of the
+	// world's answers (mirrored.LedgerSeq).
+	ledger, err := m.journal.Ledger(ctx)
 	if err != nil {
 		return world.State{}, fmt.Errorf("the ledger of run %s's world: %w", parent.ID, err)
 	}

@@ -17,5 +17,7 @@
 // wins, glob patterns on the effect kind): allow; verify (guarded by
 // reflection: held while one runs, released on a verified lesson, denied
 // once one gave up); approve (held until a person approves or denies it,
-// at most limits.approval of real time); deny (never executed).
+// at most limits.approval of real time); deny (never executed). An effect
+// no rule matches is allowed, but an MCP tool call that is not read-only
+// (its readOnlyHint) is verify when the scenario has reflect:.
 package reflect

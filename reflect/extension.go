@@ -94,8 +94,8 @@ func (x *Extension) Hooks(ctx context.Context, h *harness.Harness, rec history.R
 		return harness.Hooks{}, err
 	}
 	st.gate = g
-	if len(scen.Gate) > 0 {
-		hooks.Gate = g
+	if len(scen.Gate) > 0 || (st.rf != nil && len(scen.MCPServers()) > 0) {
+		hooks.Gate = g // an MCP tool's default policy may be verify
 	}
 	x.mu.Lock()
 	x.runs[rec.ID] = st

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"path"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -70,9 +71,22 @@ func rule(rules []scenarios.GateRule, kind string) (int, string) {
 	return -1, scenarios.PolicyAllow
 }
 
+// defaultPolicy is the policy of an effect no gate rule matches: allow,
+// but for an MCP tool that is not read-only (a tool without annotations is
+// destructive by the spec's default), verify when the run reflects.
+func (g *gate) defaultPolicy(req harness.GateRequest) string {
+	if g.rf != nil && strings.HasPrefix(req.Kind, scenarios.MCPKindPrefix) && !req.ReadOnly {
+		return scenarios.PolicyVerify
+	}
+	return scenarios.PolicyAllow
+}
+
 // Admit implements harness.Gate.
 func (g *gate) Admit(ctx context.Context, req harness.GateRequest) (harness.GateDecision, error) {
 	i, policy := rule(g.rules, req.Kind)
+	if i < 0 {
+		policy = g.defaultPolicy(req)
+	}
 	switch policy {
 	case scenarios.PolicyAllow:
 		return harness.GateDecision{Allow: true, Policy: policy}, nil

@@ -68,10 +68,6 @@ type Sandbox interface {
 	// Logs returns what the sandbox wrote so far, stdout and stderr apart,
 	// each cut to its last bytes (the backend's limit, 4 MiB by default).
 	Logs(ctx context.Context) (stdout, stderr []byte, err error)
-	// CopyOut returns the contents of the regular file at path inside the
-	// sandbox (e.g. /workspace/report.md), running or exited, at most max
-	// bytes (ErrTooLarge beyond). ErrNotFound if there is no such file.
-	CopyOut(ctx context.Context, path string, max int64) ([]byte, error)
 	// Remove removes the sandbox, killing it first if needed (not what
 	// its run keeps: see Backend.Release). Removing a removed sandbox is
 	// fine. It finishes even if ctx is cancelled.
@@ -97,10 +93,15 @@ const (
 	// CapServices: the backend implements Services (service containers
 	// for worlds and MCP servers).
 	CapServices Capability = "services"
+	// CapCopyOut: the sandbox implements Copier (a scenario's report:
+	// file, copied out when the agent reports done).
+	CapCopyOut Capability = "copy-out"
 )
 
 // Capabilities lists every optional capability, in a stable order.
-func Capabilities() []Capability { return []Capability{CapFreeze, CapLink, CapExec, CapServices} }
+func Capabilities() []Capability {
+	return []Capability{CapFreeze, CapLink, CapExec, CapServices, CapCopyOut}
+}
 
 // Freezer freezes every process of a sandbox, and thaws them.
 type Freezer interface {
@@ -123,6 +124,19 @@ type LinkCutter interface {
 // Execer runs a command in a running sandbox, as its user.
 type Execer interface {
 	Exec(ctx context.Context, cmd []string) (ExecResult, error)
+}
+
+// Copier copies a file out of a sandbox, running or exited (until it is
+// removed).
+type Copier interface {
+	// CopyOut returns the contents of the regular file at path, an
+	// absolute path inside the sandbox (e.g. /workspace/report.md), at
+	// most max bytes. It fails with ErrNotFound if there is no such file,
+	// ErrTooLarge if it holds more than max bytes, ErrNotRegular if it is
+	// a directory, a device, or a symbolic link that leads out of
+	// WorkspacePath (a link inside it is followed), and ErrInvalidSpec if
+	// path is not absolute and clean.
+	CopyOut(ctx context.Context, path string, max int64) ([]byte, error)
 }
 
 // ExecResult is what an exec'd command printed and how it exited.

@@ -59,6 +59,9 @@ var (
 	ErrImageNotFound = fmt.Errorf("agent image %w", ErrNotFound)
 	// ErrTooLarge: a file CopyOut was asked for is larger than the caller's limit.
 	ErrTooLarge = errors.New("file too large")
+	// ErrNotRegular: a file CopyOut was asked for is not a regular file: a directory, a
+	// device, or a symbolic link that leads out of WorkspacePath.
+	ErrNotRegular = errors.New("not a regular file")
 	// ErrUnsupported: the backend lacks an optional capability asked of it.
 	ErrUnsupported = errors.New("not supported by this sandbox backend")
 )

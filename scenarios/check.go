@@ -17,6 +17,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/overnight-dev/overnight/chaos"
+	"github.com/overnight-dev/overnight/scenarios/expr"
 	"github.com/overnight-dev/overnight/scenarios/invariant"
 )
 
@@ -76,8 +77,11 @@ func (b *builder) build(root map[string]any) *Scenario {
 	if apis, ok := root["http"].([]any); ok {
 		sc.HTTP = b.httpAPIs(apis)
 	}
-	if _, ok := root["world"]; !ok && len(sc.HTTP) == 0 {
-		// The schema cannot say "world, unless http": the builder does, as the schema would.
+	if m, ok := root["mcp"].(map[string]any); ok {
+		sc.MCP = b.mcp(m, sc.HTTP)
+	}
+	if _, ok := root["world"]; !ok && !sc.HasAPIs() {
+		// The schema cannot say "world, unless http or mcp": the builder does, as the schema would.
 		n := b.t.rootNode
 		if loc := b.t.at[""]; loc != nil {
 			n = loc.value
@@ -187,6 +191,10 @@ func (b *builder) build(root map[string]any) *Scenario {
 		}
 	}
 
+	if rep, ok := root["report"].(map[string]any); ok {
+		sc.Report = b.report(rep)
+	}
+
 	if reach, ok := root["reach"].(map[string]any); ok {
 		r := &chaos.Reach{}
 		for key, dst := range map[string]*int{"steps": &r.Steps, "effects": &r.Effects, "llm_calls": &r.LLMCalls} {
@@ -221,7 +229,7 @@ func (b *builder) build(root map[string]any) *Scenario {
 
 	sc.Invariants = DefaultInvariants()
 	if sc.Goal == nil && !sc.HasWorld() {
-		// Nothing judges a goal: a scenario of HTTP APIs alone has one
+		// Nothing judges a goal: a scenario of HTTP APIs or MCP servers alone has one
 		// only when it declares goal:.
 		sc.Invariants = slices.DeleteFunc(sc.Invariants, func(n string) bool { return n == invariant.GoalReached })
 	}
@@ -291,6 +299,23 @@ func (b *builder) build(root map[string]any) *Scenario {
 	}
 	if rules, ok := root["gate"].([]any); ok {
 		sc.Gate = b.gate(rules, sc.Reflect != nil)
+	}
+	sc.Rollback = RollbackNone
+	if r, ok := root["rollback"].(string); ok {
+		sc.Rollback = r
+	}
+	if claims, ok := root["claims"].(map[string]any); ok && len(claims) > 0 {
+		sc.Claims = make(map[string]*expr.Program, len(claims))
+		for name, v := range claims {
+			src, ok := v.(string)
+			if !ok {
+				continue
+			}
+			ptr := "/claims/" + escapePointer(name)
+			if p := b.program(ptr, "claims."+name, src, expr.Bool, ClaimVarState, ClaimVarClaim); p != nil {
+				sc.Claims[name] = p
+			}
+		}
 	}
 
 	switch s := root["seed"].(type) {
@@ -583,4 +608,26 @@ func (b *builder) gate(rules []any, reflecting bool) []GateRule {
 		out = append(out, rule)
 	}
 	return out
+}
+
+// report reads a report: block; its path must be a file in the workspace.
+func (b *builder) report(m map[string]any) *Report {
+	r := &Report{MaxBytes: DefaultReportMaxBytes}
+	if n, ok := m["max_bytes"].(int64); ok {
+		r.MaxBytes = n
+	}
+	p, ok := m["path"].(string)
+	if !ok {
+		return r // the schema said so
+	}
+	const ws = "/workspace/"
+	switch {
+	case path.Clean(p) != p:
+		b.errAt("/report/path", "report.path: %q is not a clean path (write %q)", p, path.Clean(p))
+	case !strings.HasPrefix(p, ws) || len(p) == len(ws):
+		b.errAt("/report/path", "report.path: %q is not a file under /workspace, the only directory kept across the agent's attempts", p)
+	default:
+		r.Path = p
+	}
+	return r
 }

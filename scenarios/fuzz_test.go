@@ -68,7 +68,7 @@ func FuzzParse(f *testing.F) {
 			}
 			return
 		}
-		if !bytes.Equal(sc.Raw, data) || sc.Source != "fuzz.yaml" || sc.Name == "" || sc.World.Name == "" {
+		if !bytes.Equal(sc.Raw, data) || sc.Source != "fuzz.yaml" || sc.Name == "" || (sc.World.Name == "" && !sc.HasAPIs()) {
 			t.Fatalf("incomplete scenario: %+v", sc)
 		}
 		agents := []scenarios.AgentSpec{sc.Agent}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/overnight-dev/overnight/chaos"
+	"github.com/overnight-dev/overnight/scenarios/expr"
 	"github.com/overnight-dev/overnight/scenarios/invariant"
 )
 
@@ -53,10 +54,13 @@ type Scenario struct {
 	Name        string // [a-z0-9][a-z0-9-]*
 	Description string
 
-	World World // the world the agent acts on; zero when the scenario declares only HTTP APIs (see HasWorld)
+	World World // the world the agent acts on; zero when the scenario declares only HTTP APIs or MCP servers (see HasWorld)
 	// HTTP are the HTTP APIs the agent calls through the gateway, in file
 	// order; nil if none.
 	HTTP []HTTPAPI
+	// MCP is the mcp: block, the MCP servers the agent calls through the
+	// gateway; nil if none.
+	MCP *MCP
 	// Goal judges goal-reached from an HTTP API's answer to a probe; nil:
 	// the world's own goal judges.
 	Goal  *Goal
@@ -74,12 +78,19 @@ type Scenario struct {
 	Draws      []chaos.Draw // faults drawn from the run's seed; nil if none
 	Reach      *chaos.Reach // what a run can reach, for --chaos random; nil if not declared
 	Sandbox    Sandbox      // the agent's sandbox
+	Report     *Report      // the agent's report file; nil if the file has none
 	Invariants []string     // DefaultInvariants when the file names none (absent or null)
 	Limits     Limits       // with defaults applied
 	Seed       *int64       // the default seed, nil if the file sets none
 	LLM        *LLM         // the llm block; nil if the file has none
 	Reflect    *Reflect     // the reflect block; nil: reflection is off
 	Gate       []GateRule   // the effect path's gate policies, in order; nil: every effect is allowed
+	// Claims are the scenario's judges of an agent's claims, by claim
+	// name: CEL yielding a bool over state (the world's snapshot) and claim
+	// (the claim's value); nil if none.
+	Claims map[string]*expr.Program
+	// Rollback is RollbackNone (the default) or RollbackConsistent.
+	Rollback string
 
 	Source string // the path given to Parse or Load, or "builtin:<name>"
 	Raw    []byte // the exact bytes loaded, for the journal
@@ -87,6 +98,23 @@ type Scenario struct {
 	positions   map[string]position // JSON pointer -> where its value is written
 	invariantAt map[string]string   // invariant name -> the JSON pointer where the file lists it
 }
+
+// Rollback policies (rollback:).
+const (
+	// RollbackNone resumes an attempt from the last checkpoint, whatever
+	// it claims.
+	RollbackNone = "none"
+	// RollbackConsistent never resumes an attempt from a poisoned
+	// checkpoint: the harness first writes one carrying the state of the
+	// newest consistent checkpoint.
+	RollbackConsistent = "consistent"
+)
+
+// Claim expression variables: the world's state and the claim's value.
+const (
+	ClaimVarState          = expr.State
+	ClaimVarClaim expr.Var = "claim"
+)
 
 // World names the world a scenario runs against: a built-in (Name, with
 // Options), or a world served over the world protocol (docs/world-protocol.md)
@@ -145,6 +173,17 @@ type Sandbox struct {
 	// can cut.
 	Network string
 }
+
+// Report is the agent's report file (a report: block): copied out of the
+// sandbox when the agent reports done, and kept with the run.
+type Report struct {
+	Path     string // absolute and clean, under /workspace
+	MaxBytes int64  // the largest report kept; DefaultReportMaxBytes
+}
+
+// DefaultReportMaxBytes is the largest report kept when the scenario's
+// report: sets no max_bytes: 1 MiB.
+const DefaultReportMaxBytes = 1 << 20
 
 // Limits bound a run.
 type Limits struct {

@@ -110,7 +110,7 @@ var _ = Describe("Expected", func() {
 		Entry("a constrained string", "/name",
 			"a string matching ^[a-z0-9][a-z0-9-]*$ of at most 63 characters — Scenario name: lowercase letters, digits and '-', starting with a letter or digit."),
 		Entry("a string or a mapping", "/world",
-			"a string matching ^[a-z0-9][a-z0-9-]*$ or a mapping with keys command, env, image, name, options, port, url — The world the agent acts on: a built-in's name (overnight worlds lists them), or {name, options}, or a world of your own over the world protocol — {url}, {command} or {image, port} (docs/worlds.md). Required unless the scenario declares http: APIs."),
+			"a string matching ^[a-z0-9][a-z0-9-]*$ or a mapping with keys command, env, image, name, options, port, url — The world the agent acts on: a built-in's name (overnight worlds lists them), or {name, options}, or a world of your own over the world protocol — {url}, {command} or {image, port} (docs/worlds.md). Required unless the scenario declares http: APIs or mcp: servers."),
 		Entry("an integer range", "/limits/max_attempts", "an integer from 1 to 1000 — Maximum number of attempts (default 10)."),
 		Entry("an exclusive minimum", "/llm/budget/cost_usd", "a number greater than 0 and at most 1000000 — Maximum cost in US dollars."),
 		Entry("an enum", "/gate/3/policy",

@@ -35,10 +35,12 @@ type ScenarioFile struct {
 	Name string `json:"name" yaml:"name" jsonschema:"required,pattern=^[a-z0-9][a-z0-9-]*$,maxLength=63"`
 	// What the scenario exercises, for people (overnight scenarios prints it).
 	Description string `json:"description,omitempty" yaml:"description,omitempty" jsonschema:"nullable"`
-	// The world the agent acts on: a built-in's name (overnight worlds lists them), or {name, options}, or a world of your own over the world protocol — {url}, {command} or {image, port} (docs/worlds.md). Required unless the scenario declares http: APIs.
+	// The world the agent acts on: a built-in's name (overnight worlds lists them), or {name, options}, or a world of your own over the world protocol — {url}, {command} or {image, port} (docs/worlds.md). Required unless the scenario declares http: APIs or mcp: servers.
 	World WorldFile `json:"world,omitempty" yaml:"world,omitempty" jsonschema_extras:"shorthand=name"`
 	// HTTP APIs the agent calls with its own HTTP client through the gateway ($OVERNIGHT_HTTP_<NAME>): every request an effect of kind http.<name>.<kind>, credentials added by the gateway (docs/http-apis.md).
 	HTTP []HTTPFile `json:"http,omitempty" yaml:"http,omitempty" jsonschema:"nullable"`
+	// MCP servers the agent calls through the gateway's MCP endpoint ($OVERNIGHT_MCP_URL): every tools/call an effect of kind mcp.<server>.<tool> (docs/mcp.md).
+	MCP *MCPFile `json:"mcp,omitempty" yaml:"mcp,omitempty" jsonschema:"nullable"`
 	// How goal-reached is judged from an HTTP API: a read-only probe request and a CEL expression over its response. Without it, the world's own goal judges.
 	Goal *GoalFile `json:"goal,omitempty" yaml:"goal,omitempty" jsonschema:"nullable"`
 	// The agent to run: exactly one of builtin, binary or image, with its command, args and env.
@@ -53,9 +55,11 @@ type ScenarioFile struct {
 	Draws []DrawFile `json:"draws,omitempty" yaml:"draws,omitempty" jsonschema:"nullable"`
 	// The agent's sandbox. network: internal gives every attempt's container a per-run internal network (no route out) instead of none, which the disconnect fault can cut.
 	Sandbox *SandboxFile `json:"sandbox,omitempty" yaml:"sandbox,omitempty" jsonschema:"nullable"`
+	// The agent's report file, such as {path: /workspace/report.md}: copied out of its sandbox when it reports done, kept with the run and shown in the run's report (docs/scenarios.md). It needs a sandbox backend with the copy-out capability.
+	Report *ReportFile `json:"report,omitempty" yaml:"report,omitempty" jsonschema:"nullable"`
 	// What a run of this scenario can reach, for --chaos random: checkpoint steps, effects, LLM calls, virtual time; and the fault kinds it draws.
 	Reach *ReachFile `json:"reach,omitempty" yaml:"reach,omitempty" jsonschema:"nullable"`
-	// Invariant names: the built-in no-duplicate-effects, goal-reached, no-lost-progress, effects-resolved, faults-fired, or one a Go program registered with its harness (harness.Options.Invariants); overnight validate and run check them against the harness's registry. Default: no-duplicate-effects, goal-reached, no-lost-progress.
+	// Invariant names: the built-in no-duplicate-effects, goal-reached, no-lost-progress, effects-resolved, faults-fired, state-consistent, or one a Go program registered with its harness (harness.Options.Invariants); overnight validate and run check them against the harness's registry. Default: no-duplicate-effects, goal-reached, no-lost-progress.
 	Invariants []string `json:"invariants,omitempty" yaml:"invariants,omitempty" jsonschema:"nullable"`
 	// Limits of a run: wall-clock and virtual time, attempts, recovery and approval windows.
 	Limits *LimitsFile `json:"limits,omitempty" yaml:"limits,omitempty" jsonschema:"nullable"`
@@ -63,6 +67,10 @@ type ScenarioFile struct {
 	Reflect *ReflectFile `json:"reflect,omitempty" yaml:"reflect,omitempty" jsonschema:"nullable"`
 	// Gate policies of the effect path, in order: the first whose kinds (a glob on the effect kind) matches decides; an effect no rule matches is allowed.
 	Gate []GateRuleFile `json:"gate,omitempty" yaml:"gate,omitempty" jsonschema:"nullable"`
+	// CEL judges of the claims an agent sends with a checkpoint or done, by claim name: a bool expression over state (the world's snapshot) and claim (the claim's value); true: the world shows it. A claim no expression names is judged by the world when it can (docs/state.md).
+	Claims map[string]string `json:"claims,omitempty" yaml:"claims,omitempty" jsonschema:"nullable"`
+	// consistent: an attempt never resumes from a poisoned checkpoint (one whose claims the world contradicts); the harness first writes a checkpoint carrying the newest consistent state. none (the default): it resumes from the last checkpoint, whatever it claims.
+	Rollback string `json:"rollback,omitempty" yaml:"rollback,omitempty" jsonschema:"enum=none,enum=consistent"`
 	// Default seed of a run (int64); --seed overrides it, and without either the seed is 1.
 	Seed *int64 `json:"seed,omitempty" yaml:"seed,omitempty" jsonschema:"nullable"`
 	// The model behind the gateway's LLM endpoint: the default model, budgets, prices, and the rules of the scripted model (a deterministic test double).
@@ -106,12 +114,39 @@ type HTTPFile struct {
 	Credentials *HTTPCredentialsFile `json:"credentials,omitempty" yaml:"credentials,omitempty" jsonschema:"nullable"`
 	// How long a request upstream may take before it is in doubt (a timeout: reconciled through lookup), such as 10s. Default 30s.
 	Timeout string `json:"timeout,omitempty" yaml:"timeout,omitempty"`
+	// The largest body a request to the API, or an answer from it, may have: bytes, or a size such as 64KiB, 1MiB or 16MiB (B, KB, KiB, MB, MiB). Default 1MiB, at most 64MiB. A larger request is refused 413; a larger answer fails its effect.
+	MaxBody any `json:"max_body,omitempty" yaml:"max_body,omitempty" jsonschema:"oneof_type=integer;string"`
 	// live (the default: requests go upstream), record (live; the run is meant as a recording) or replay (answered from the recording's exchanges, never sent upstream).
 	Mode string `json:"mode,omitempty" yaml:"mode,omitempty" jsonschema:"enum=live,enum=record,enum=replay"`
 	// The run whose exchanges a replay answers from (mode: replay; --http-replay RUN gives it on the command line).
 	Recording string `json:"recording,omitempty" yaml:"recording,omitempty" jsonschema:"minLength=1"`
 	// A scratch upstream the harness starts for reflection's verification runs, restored by replaying the real run's mutating requests in order; {{data_dir}}, {{url}}, {{host}} and {{port}} in the command are filled in.
 	Shadow *HTTPShadowFile `json:"shadow,omitempty" yaml:"shadow,omitempty" jsonschema:"nullable"`
+}
+
+// MCPFile is the mcp: block: the MCP servers the gateway fronts, and where a tool call's
+// idempotency key comes from.
+type MCPFile struct {
+	// The MCP servers, each a stdio command the harness starts or a streamable HTTP URL already running.
+	Servers []MCPServerFile `json:"servers" yaml:"servers" jsonschema:"required,minItems=1"`
+	// Where a tools/call's idempotency key comes from: agent (the call's _meta["overnight.dev/idempotency-key"]; a call without one is unkeyed) or derived (a call without one gets a key the harness derives from the attempt's last durable checkpoint, the call's ordinal among the mutating calls since it, the tool and its arguments' digest; read-only calls stay unkeyed).
+	Keys string `json:"keys,omitempty" yaml:"keys,omitempty" jsonschema:"enum=agent,enum=derived"`
+}
+
+// MCPServerFile is one MCP server: exactly one of command and url (image is not supported yet).
+type MCPServerFile struct {
+	// The server's name: lowercase letters, digits, '_' and '-', starting with a letter, without "__". It names the effect kinds (mcp.NAME.TOOL) and prefixes its tools as the agent sees them (NAME__TOOL).
+	Name string `json:"name" yaml:"name" jsonschema:"required,pattern=^[a-z][a-z0-9_-]*$,maxLength=40"`
+	// A stdio server the harness starts (outside the sandbox), run in the scenario file's directory, such as [python3, tickets.py].
+	Command []string `json:"command,omitempty" yaml:"command,omitempty" jsonschema:"minItems=1"`
+	// The environment of a command server, added to the harness's own; {{data_dir}} in a value is the server's data directory under the state dir.
+	Env map[string]string `json:"env,omitempty" yaml:"env,omitempty" jsonschema:"nullable" jsonschema_extras:"propertyNames=^[A-Za-z_][A-Za-z0-9_]*$"`
+	// A server already running, reached over streamable HTTP at this http(s) URL.
+	URL string `json:"url,omitempty" yaml:"url,omitempty" jsonschema:"pattern=^https?://[^\\s]+$"`
+	// A server run as a container of this image: not supported yet.
+	Image string `json:"image,omitempty" yaml:"image,omitempty" jsonschema:"pattern=^[^\\s]+$"`
+	// A fresh instance of the server, sent the ledger's mutating calls in order, rebuilds its state (for reflection's shadows).
+	Replayable bool `json:"replayable,omitempty" yaml:"replayable,omitempty"`
 }
 
 // HTTPRouteFile is one route of an HTTP API: a method and path, and the effect kind it is.
@@ -207,6 +242,14 @@ type DrawFile struct {
 type SandboxFile struct {
 	// none (the default: no network at all) or internal (a per-run internal network with no route out, which the disconnect fault can cut).
 	Network string `json:"network,omitempty" yaml:"network,omitempty" jsonschema:"enum=none,enum=internal"`
+}
+
+// ReportFile is the agent's report file.
+type ReportFile struct {
+	// Where the agent writes it: an absolute, clean path under /workspace, such as /workspace/report.md.
+	Path string `json:"path" yaml:"path" jsonschema:"required,minLength=1"`
+	// The largest report kept, in bytes (at most 16777216). Default 1048576 (1 MiB); a larger file is recorded as too large, not kept.
+	MaxBytes int64 `json:"max_bytes,omitempty" yaml:"max_bytes,omitempty" jsonschema:"minimum=1,maximum=16777216"`
 }
 
 // ReachFile says what a run can reach, and which kinds it draws, for --chaos random.

@@ -40,7 +40,7 @@ var _ = Describe("overnight run logopt: the optimizer on the fleet world", func(
 		Expect(res.Effects.Duplicates).To(Equal(0))
 		md := overnight(ctx, state, nil, "report", res.RunID, "--format", "md")
 		Expect(md.code).To(Equal(0), md.stderr)
-		Expect(md.stdout).To(ContainSubstring("## The agent's report\n\nlog cost "))
+		Expect(md.stdout).To(ContainSubstring("## What the agent claimed\n\nlog cost "))
 		Expect(md.stdout).To(ContainSubstring(`"reason": "api's log shipper parses only json or ecs: its text logs would be dropped"`), "the candidates and their measurements are in the report")
 		Expect(res.LLM).NotTo(BeNil())
 		Expect(res.LLM.Calls).To(Equal(1), "the scripted model chose the candidates once; the plan is in the checkpoint, so the attempt after the kill does not ask again")

@@ -30,6 +30,8 @@ func printRouting(w io.Writer, indent string, routes []harness.Route) {
 		switch r.Via {
 		case "http":
 			where = "HTTP API " + r.World + " at " + r.Target
+		case "mcp":
+			where = "MCP server " + r.World + " (" + r.Target + ")"
 		case "built-in":
 			where += " (built-in)"
 		default:

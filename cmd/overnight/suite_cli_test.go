@@ -198,6 +198,7 @@ var _ = Describe("overnight suite", func() {
 			{[]string{"--seeds", "x"}, `"x" is not a seed`},
 			{[]string{"--agents", "clever"}, `no scenario of the suite has an agent "clever"`},
 			{[]string{"--json", "-", "--md", "-"}, "all write to stdout"},
+			{[]string{"--http-replay", "r-recorded"}, "declares no HTTP API, so --http-replay r-recorded has nothing to answer"},
 		} {
 			o := overnight(ctx, state, nil, append([]string{"suite", "deploy", "-o", "json"}, c.args...)...)
 			Expect(o.code).To(Equal(3), "%v: %s", c.args, o.stderr)

@@ -263,9 +263,6 @@ first by the next suite of the same run flags (--no-corpus: neither).`,
 					return usagef("--shard: %w", err)
 				}
 			}
-			if rf.httpReplay != "" {
-				return usagef("--http-replay answers one run from another's exchanges: use it with overnight run, not suite")
-			}
 			if parallel < 0 || parallel > suite.MaxParallel {
 				return usagef("--parallel %d: want 1..%d (0: %d, two per CPU)", parallel, suite.MaxParallel, suite.DefaultParallel())
 			}
@@ -276,7 +273,7 @@ first by the next suite of the same run flags (--no-corpus: neither).`,
 				}
 			}
 			spec := suite.Spec{Scenarios: args, Agents: agentList, Seeds: seedList, Config: suite.Config{
-				Faults: texts, RandomFaults: random, RandomKinds: rf.kinds, LLM: rf.llmSpec, World: rf.world, Timeout: rf.timeout, MaxAttempts: rf.maxAttempts,
+				Faults: texts, RandomFaults: random, RandomKinds: rf.kinds, LLM: rf.llmSpec, World: rf.world, HTTPReplay: rf.httpReplay, Timeout: rf.timeout, MaxAttempts: rf.maxAttempts,
 				Extras: map[string]string{reflect.ExtraLessons: rf.lessons}}}
 			backend, err := g.sandboxType()
 			if err != nil {

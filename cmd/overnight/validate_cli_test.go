@@ -162,7 +162,7 @@ var _ = Describe("overnight validate", func() {
 		Entry("an unknown world", strings.Replace(validHeader, "world: cloud", "world: mars", 1),
 			4, 8, "/world", `world: unknown world "mars" (worlds: [cloud fleet]; see `+"`overnight worlds`)", "The world the agent acts on: a built-in's name"),
 		Entry("an invariant the harness's registry lacks", validHeader+"invariants: [goal-reached, fast]\n",
-			7, 28, "/invariants/1", `invariants[1]: unknown invariant "fast" (invariants: "no-duplicate-effects", "goal-reached", "no-lost-progress", "effects-resolved", "faults-fired")`, "Invariant names: the built-in"),
+			7, 28, "/invariants/1", `invariants[1]: unknown invariant "fast" (invariants: "no-duplicate-effects", "goal-reached", "no-lost-progress", "effects-resolved", "faults-fired", "state-consistent")`, "Invariant names: the built-in"),
 		Entry("an unknown built-in agent", strings.Replace(validHeader, "builtin: deployer", "builtin: nobody", 1),
 			5, 18, "/agent/builtin", `agent.builtin: no built-in agent "nobody" (built-in agents: [`, "An example agent built into the overnight binary"),
 		Entry("a task the world's goal cannot judge", strings.Replace(validHeader, ", dns: a.example", "", 1),
@@ -267,6 +267,25 @@ var _ = Describe("overnight validate", func() {
 		Expect(o.stdout).To(HavePrefix(file + "\neffect kinds, routed by prefix"))
 	})
 
+	It("shows an MCP server's route by its prefix, its tools listed when the run starts", func(ctx SpecContext) {
+		file := scenarioFile(GinkgoT().TempDir(), "mcp.yaml", validHeader+`mcp:
+  servers:
+    - {name: tickets, command: [python3, tickets.py]}
+    - {name: notes, url: "http://127.0.0.1:9/mcp"}
+`)
+		o := overnight(ctx, GinkgoT().TempDir(), nil, "validate", file)
+		Expect(o.code).To(Equal(0), o.stdout+o.stderr)
+		Expect(o.stdout).To(MatchRegexp(`mcp\.tickets\.\*\s+-> MCP server tickets \(python3 tickets\.py\)`))
+		Expect(o.stdout).To(MatchRegexp(`mcp\.notes\.\*\s+-> MCP server notes \(http://127\.0\.0\.1:9/mcp\)`))
+		o = overnight(ctx, GinkgoT().TempDir(), nil, "validate", file, "-o", "json")
+		Expect(o.code).To(Equal(0), o.stderr)
+		routes := decodeValidate(o.stdout).Files[0].Routing
+		Expect(routes).To(HaveLen(3))
+		Expect(routes[0]).To(MatchFields(IgnoreExtras, Fields{"Prefix": Equal("mcp.tickets."), "World": Equal("tickets"), "Via": Equal("mcp"), "Target": Equal("python3 tickets.py")}))
+		Expect(routes[1]).To(MatchFields(IgnoreExtras, Fields{"Prefix": Equal("mcp.notes."), "Via": Equal("mcp"), "Target": Equal("http://127.0.0.1:9/mcp")}))
+		Expect(routes[2].Via).To(Equal("built-in"))
+	})
+
 	It("is a usage error without a file, as JSON too", func(ctx SpecContext) {
 		o := overnight(ctx, GinkgoT().TempDir(), nil, "validate", "-o", "json")
 		Expect(o.code).To(Equal(3))
@@ -294,7 +313,7 @@ var _ = Describe("overnight schema", func() {
 		Expect(c.AddResource("scenario.schema.json", doc)).To(Succeed())
 		sch, err := c.Compile("scenario.schema.json")
 		Expect(err).NotTo(HaveOccurred())
-		for _, name := range []string{"deploy", "deploy-v2", "week", "logopt", "logopt-week"} {
+		for _, name := range []string{"deploy", "deploy-v2", "week", "logopt", "logopt-week", "poison"} {
 			raw, err := os.ReadFile(filepath.Join(harnesstest.ModuleRoot(), "scenarios", "builtin", name+".yaml"))
 			Expect(err).NotTo(HaveOccurred())
 			Expect(sch.Validate(yamlAsJSON(raw))).To(Succeed(), name)

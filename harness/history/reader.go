@@ -12,6 +12,7 @@ import (
 	"github.com/overnight-dev/overnight/scenarios"
 	"github.com/overnight-dev/overnight/scenarios/world"
 	"github.com/overnight-dev/overnight/scenarios/world/httpworld"
+	"github.com/overnight-dev/overnight/scenarios/world/mcpworld"
 )
 
 // ErrRunNotFound is returned for a run id the journal does not hold.
@@ -275,7 +276,7 @@ func (r *Reader) Scenario(rec RunRecord) (*scenarios.Scenario, error) {
 // through the opener the harness set (SetRemote); without one, it is read
 // from what the harness journaled of its answers (Journaled).
 func (r *Reader) World(ctx context.Context, rec RunRecord, scen *scenarios.Scenario) (world.World, error) {
-	if scen.World.Remote() || len(scen.HTTP) > 0 {
+	if scen.World.Remote() || scen.HasAPIs() {
 		if r.remote != nil {
 			return r.remote(ctx, rec, scen)
 		}
@@ -301,10 +302,10 @@ func (r *Reader) SetRemote(open func(ctx context.Context, rec RunRecord, scen *s
 // ErrWorldElsewhere.
 func (r *Reader) Journaled(rec RunRecord, scen *scenarios.Scenario) (world.World, error) {
 	store, prefix := NewWriter(r.j).WorldStore(rec.ID)
-	if len(scen.HTTP) > 0 {
+	if scen.HasAPIs() {
 		// Several worlds: the scenario's world: (a built-in's state is in
 		// the journal; one elsewhere is read from what was journaled of
-		// it) and each HTTP API's journal of answers.
+		// it) and each HTTP API's and MCP server's journal of answers.
 		return httpworld.Assemble(scen, store, nil, prefix, func(store world.Store, prefix []byte) (world.World, error) {
 			if scen.World.Remote() {
 				return r.journalOnly(scen, store, prefix)
@@ -313,7 +314,9 @@ func (r *Reader) Journaled(rec RunRecord, scen *scenarios.Scenario) (world.World
 				return nil, errors.New("history reader: no world registry to open the run's world")
 			}
 			return r.worlds.Open(context.Background(), scen.World.Name, store, prefix, scen.World.Options)
-		}, httpworld.OpenJournal)
+		}, httpworld.OpenJournal, func(m scenarios.MCPServer, store world.Store, prefix []byte) (world.World, error) {
+			return mcpworld.OpenJournal(m, store, prefix)
+		})
 	}
 	return r.journalOnly(scen, store, prefix)
 }
@@ -415,7 +418,7 @@ func (r *Reader) load(ctx context.Context, id string, ledger bool) (*Run, error)
 			return nil, err
 		}
 		var w world.World
-		if scen.World.Remote() || len(scen.HTTP) > 0 {
+		if scen.World.Remote() || scen.HasAPIs() {
 			w, err = r.Journaled(rec, scen) // a report reads what was journaled: the world may be gone
 		} else {
 			w, err = r.World(ctx, rec, scen)

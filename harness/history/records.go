@@ -131,7 +131,56 @@ type CheckpointRecord struct {
 	LLMCalls int   `json:"llm_calls,omitempty"`
 	// Wall is when it was written (for a report's timeline).
 	Wall time.Time `json:"wall,omitzero"`
+	// Claims are what the agent said about the world with it (canonical
+	// JSON; nil: nothing), and Consistency the world's judgement of them,
+	// made as it was written and journaled in the same commit.
+	Claims      json.RawMessage `json:"claims,omitempty"`
+	Consistency *Consistency    `json:"consistency,omitempty"`
+	// RollbackOf is the seq of the poisoned checkpoint this one replaced:
+	// written by the harness (rollback: consistent), it carries the state
+	// of the newest consistent checkpoint before it, RollbackFrom.
+	RollbackOf   int64 `json:"rollback_of,omitempty"`
+	RollbackFrom int64 `json:"rollback_from,omitempty"`
+	// EffectOrder is the order of the last effect journaled when it was
+	// written; a rollback lists in RolledPast the effects journaled after
+	// the checkpoint it went back to (the world keeps them: they are shown,
+	// not undone).
+	EffectOrder int64    `json:"effect_order,omitempty"`
+	RolledPast  []string `json:"rolled_past,omitempty"`
 }
+
+// Poisoned reports whether the world contradicts the checkpoint's claims.
+func (c CheckpointRecord) Poisoned() bool { return c.Consistency.Poisoned() }
+
+// Consistency verdicts.
+const (
+	Consistent = "consistent" // every claim holds
+	Poisoned   = "poisoned"   // the world contradicts a claim
+	// ConsistencyUnknown: no claim is contradicted, but the world could
+	// not judge one.
+	ConsistencyUnknown = "unknown"
+)
+
+// Consistency is the world's judgement of a checkpoint's or a done's
+// claims.
+type Consistency struct {
+	Verdict string `json:"verdict"` // Consistent, Poisoned or ConsistencyUnknown
+	// Reason says why, for a person: the contradicted claims first.
+	Reason string `json:"reason,omitempty"`
+	// Claims are the verdicts claim by claim, in the order of the claims
+	// (whose values the record that carries them keeps).
+	Claims []ClaimVerdict `json:"claims,omitempty"`
+}
+
+// ClaimVerdict is one claim's judgement in a Consistency.
+type ClaimVerdict struct {
+	Name    string `json:"name"`
+	Verdict string `json:"verdict"` // world.ClaimHolds, ClaimContradicted or ClaimUnknown
+	Detail  string `json:"detail,omitempty"`
+}
+
+// Poisoned reports whether the verdict is Poisoned (false for nil: no claims).
+func (c *Consistency) Poisoned() bool { return c != nil && c.Verdict == Poisoned }
 
 // EffectIntent is an effect record's status between its intent and its
 // result.
@@ -225,9 +274,40 @@ type DoneRecord struct {
 	Claims  json.RawMessage `json:"claims,omitempty"`
 	Attempt int             `json:"attempt"`
 	Virtual time.Time       `json:"virtual"`
+	// Consistency is the world's judgement of Claims, made as done was
+	// written (nil: no claims).
+	Consistency *Consistency `json:"consistency,omitempty"`
 	// Withdrawn says the run went on after the claim (an attempt policy
 	// reopened it): it is no longer the agent's last word.
 	Withdrawn bool `json:"withdrawn,omitempty"`
+	// Report is the agent's report file as the harness found it when the
+	// agent reported done; nil when the scenario names none.
+	Report *ReportRecord `json:"report,omitempty"`
+}
+
+// What became of the agent's report file (ReportRecord.Status).
+const (
+	// ReportKept: it was copied out of the sandbox and kept as a blob.
+	ReportKept = "kept"
+	// ReportMissing: the agent wrote no such file. Not an error of the
+	// run; the report says so.
+	ReportMissing = "missing"
+	// ReportUnreadable: there is something at the path that could not be
+	// kept (a directory, a link out of the workspace, a file over the
+	// scenario's max_bytes, a backend that cannot copy a file out); Error
+	// says which.
+	ReportUnreadable = "unreadable"
+)
+
+// ReportRecord is the agent's report file (the scenario's report:), as
+// the harness found it in the sandbox when the agent reported done —
+// journaled with the claim, its content a blob.
+type ReportRecord struct {
+	Path   string `json:"path"`
+	Status string `json:"status"`           // ReportKept, ReportMissing or ReportUnreadable
+	SHA256 string `json:"sha256,omitempty"` // the content's hash, its blob (kept)
+	Bytes  int64  `json:"bytes"`            // its size (kept)
+	Error  string `json:"error,omitempty"`  // why it was not kept (unreadable)
 }
 
 // LLMRecord is one LLM exchange, as journaled: what was asked, what came

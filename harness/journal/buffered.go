@@ -157,13 +157,13 @@ func (j *Journal) writeUnsyncedLocked(batch []*request, what string) error {
 		entries += uint64(len(r.entries))
 	}
 	if err := txn.Commit(); err != nil {
-		if ws, ok := j.syncer.(*walSyncer); ok {
-			ws.failedWrite()
+		if ws := j.walSyncer(); ws != nil {
+			ws.FailedWrite()
 		}
 		return fmt.Errorf("write %s to journal %s: %w; their outcome is unknown", what, j.dir, err)
 	}
-	if ws, ok := j.syncer.(*walSyncer); ok {
-		ws.unsyncedWrite()
+	if ws := j.walSyncer(); ws != nil {
+		ws.UnsyncedWrite()
 	}
 	j.commits.Add(uint64(len(batch)))
 	j.entries.Add(entries)

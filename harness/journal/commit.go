@@ -180,7 +180,7 @@ func (j *Journal) enqueue(r *request) error {
 // It does not pipeline (write group N+1 while group N syncs). Both syncers
 // rely on that: (*badger.DB).Sync syncs the memtable that is current when it
 // runs, and the write of group N+1 may rotate the memtable that holds group N
-// before that sync starts, leaving group N unsynced; walSyncer assumes at most
+// before that sync starts, leaving group N unsynced; walsync.Syncer assumes at most
 // one rotation between two of its calls. Writing and syncing strictly in turn
 // (under writeMu) means the memtable holding the latest write is always the
 // one synced (Badger rotates only at the start of a write).
@@ -332,8 +332,8 @@ func (j *Journal) writeAndSync(batch []*request) {
 		return
 	}
 	if err := txn.Commit(); err != nil {
-		if ws, ok := j.syncer.(*walSyncer); ok {
-			ws.failedWrite()
+		if ws := j.walSyncer(); ws != nil {
+			ws.FailedWrite()
 		}
 		ack(accepted, fmt.Errorf("write %d commits to journal %s: %w; their outcome is unknown", len(accepted), j.dir, err))
 		return

@@ -9,7 +9,8 @@
 //   - durability: Commit returns nil only after its entries are written and a
 //     Syncer.Sync that started after that write has returned nil. Concurrent
 //     commits share one sync (group commit), so many writers cost few fsyncs.
-//     The sync is an fdatasync of the memtables' write-ahead logs (walSyncer).
+//     The sync is an fdatasync of the memtables' write-ahead logs
+//     (scenarios/world/walsync).
 //     Writes that may be lost in a crash skip it: CommitUnsynced writes without
 //     a sync, CommitBuffered holds a moment's commits in memory and writes them
 //     as one (every read, and every other commit, writes them first);
@@ -24,5 +25,5 @@
 // further writes until it is reopened (see ErrSyncFailed).
 //
 // Layout and sizing choices are documented next to badgerOptions; the group
-// commit protocol next to (*Journal).run; what is synced next to walSyncer.
+// commit protocol next to (*Journal).run; what is synced in package walsync.
 package journal

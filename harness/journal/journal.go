@@ -440,8 +440,8 @@ func (j *Journal) Close() error {
 		j.closed = true
 		dbErr := j.db.Close()
 		j.mu.Unlock()
-		if w, ok := j.syncer.(*walSyncer); ok {
-			_ = w.close()
+		if w := j.walSyncer(); w != nil {
+			_ = w.Close()
 		}
 		if dbErr != nil {
 			dbErr = fmt.Errorf("close journal in %s: %w", j.dir, dbErr)

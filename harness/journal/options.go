@@ -9,7 +9,7 @@ import (
 
 // Syncer makes everything written so far durable (fsync). The default syncs
 // the write-ahead logs of Badger's memtables that can hold the commit group
-// (see walSyncer); (*badger.DB).Sync, which also syncs the unused value log,
+// (see package walsync); (*badger.DB).Sync, which also syncs the unused value log,
 // is a correct but slower Syncer.
 type Syncer interface{ Sync() error }
 

@@ -41,6 +41,11 @@ type Config struct {
 	// every run acts on instead of its scenario's (--world; "": each
 	// scenario's).
 	World string `json:"world,omitempty"`
+	// HTTPReplay, when set, names a run whose exchanges with its HTTP APIs
+	// answer every run's requests to every HTTP API (--http-replay: mode
+	// replay, nothing sent upstream; harness.RunRequest.HTTPReplay). Every
+	// scenario of the suite must declare an HTTP API.
+	HTTPReplay string `json:"http_replay,omitempty"`
 	// Timeout and MaxAttempts override each scenario's limits when > 0.
 	Timeout     time.Duration `json:"timeout,omitempty"`
 	MaxAttempts int           `json:"max_attempts,omitempty"`
@@ -180,6 +185,9 @@ func Build(spec Spec, resolve func(string) (*scenarios.Scenario, error)) (*Plan,
 		}
 		if _, ok := scen.Agents[AgentLabel]; ok {
 			return nil, fmt.Errorf("%w: scenario %s has a variant named %q, which suites use for its default agent: rename it", ErrPlan, scen.Name, AgentLabel)
+		}
+		if spec.Config.HTTPReplay != "" && len(scen.HTTP) == 0 {
+			return nil, fmt.Errorf("%w: scenario %s (%s) declares no HTTP API, so --http-replay %s has nothing to answer: leave it out of a replayed suite", ErrPlan, scen.Name, scen.Source, spec.Config.HTTPReplay)
 		}
 		p.scenarios[scen.Name] = scen
 		variants := make([]string, 0, len(scen.Agents))

@@ -66,6 +66,9 @@ type RunResult struct {
 	Faults         []history.FaultResult     `json:"faults"`
 	Invariants     []history.InvariantResult `json:"invariants"`
 	Reflections    int                       `json:"reflections,omitempty"`
+	// ReplayDivergence is the first request an HTTP replay's recording
+	// could not answer (Config.HTTPReplay; the run is then unknown).
+	ReplayDivergence *history.ReplayDivergence `json:"replay_divergence,omitempty"`
 	// Error is set when the harness could not run the case at all (the
 	// verdict is then unknown): an error of the harness, not the agent's.
 	Error string `json:"error,omitempty"`

@@ -194,7 +194,7 @@ func runCase(ctx context.Context, h *harness.Harness, plan *Plan, c Case, faults
 	seed := c.Seed
 	cfg := plan.Config
 	req := harness.RunRequest{Scenario: plan.Scenario(c.Scenario), Agent: c.Agent, Seed: &seed, Faults: faults,
-		RandomFaults: cfg.RandomFaults, RandomKinds: cfg.RandomKinds, LLM: cfg.LLM, World: cfg.World, Timeout: cfg.Timeout, MaxAttempts: cfg.MaxAttempts, Extras: cfg.Extras,
+		RandomFaults: cfg.RandomFaults, RandomKinds: cfg.RandomKinds, LLM: cfg.LLM, World: cfg.World, HTTPReplay: cfg.HTTPReplay, Timeout: cfg.Timeout, MaxAttempts: cfg.MaxAttempts, Extras: cfg.Extras,
 		Started: func(id string) { rr.RunID = id }}
 	started := time.Now()
 	res, err := h.Run(ctx, req)
@@ -210,6 +210,7 @@ func runCase(ctx context.Context, h *harness.Harness, plan *Plan, c Case, faults
 	rr.RunID, rr.Verdict, rr.Reason = res.RunID, res.Verdict, res.Reason
 	rr.Attempts, rr.StepsCompleted, rr.WallMS, rr.VirtualMS = res.Attempts, res.StepsCompleted, res.WallMS, res.VirtualMS
 	rr.HistoryDigest, rr.Reflections = res.HistoryDigest, len(res.Reflections)
+	rr.ReplayDivergence = res.ReplayDivergence
 	if res.Faults != nil {
 		rr.Faults = res.Faults
 	}
@@ -267,6 +268,9 @@ func Reproduce(command, source string, c Case, cfg Config) string {
 	}
 	if cfg.LLM != "" {
 		args = append(args, "--llm", quote(cfg.LLM))
+	}
+	if cfg.HTTPReplay != "" {
+		args = append(args, "--http-replay", quote(cfg.HTTPReplay))
 	}
 	if cfg.Timeout > 0 {
 		args = append(args, "--timeout", cfg.Timeout.String())

@@ -264,12 +264,30 @@ func (c *Client) Resume(ctx context.Context) (protocol.Checkpoint, error) {
 // the last committed write (same step, state and expect_seq, same attempt)
 // with its seq.
 func (c *Client) Checkpoint(ctx context.Context, step int, state any) (int64, error) {
+	return c.CheckpointClaims(ctx, step, state, nil)
+}
+
+// CheckpointClaims is Checkpoint with claims: what the agent says about
+// the world as it stands now, such as
+// map[string]any{"exists": map[string]string{"kind": "database", "name": "prod-db"}}
+// (an object whose every member is one claim, or a list of such objects;
+// nil: none). The harness judges them against the world and journals the
+// judgement with the checkpoint: a checkpoint the world contradicts is
+// poisoned, and a scenario with rollback: consistent never resumes an
+// attempt from it (docs/state.md).
+func (c *Client) CheckpointClaims(ctx context.Context, step int, state, claims any) (int64, error) {
 	raw, err := json.Marshal(state)
 	if err != nil {
 		return 0, fmt.Errorf("agent: encode checkpoint state of step %d: %w", step, err)
 	}
+	var rawClaims json.RawMessage
+	if claims != nil {
+		if rawClaims, err = json.Marshal(claims); err != nil {
+			return 0, fmt.Errorf("agent: encode checkpoint claims of step %d: %w", step, err)
+		}
+	}
 	c.mu.Lock()
-	req := protocol.PutCheckpoint{Step: step, State: raw}
+	req := protocol.PutCheckpoint{Step: step, State: raw, Claims: rawClaims}
 	if c.known {
 		expect := c.seq
 		req.ExpectSeq = &expect

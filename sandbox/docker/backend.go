@@ -18,7 +18,7 @@ import (
 var Type = sandbox.Type{
 	Name:         "docker",
 	Summary:      "a local Docker engine (API 1.41 or later): containers, named volumes, internal bridge networks",
-	Capabilities: []sandbox.Capability{sandbox.CapFreeze, sandbox.CapLink, sandbox.CapExec, sandbox.CapServices},
+	Capabilities: []sandbox.Capability{sandbox.CapFreeze, sandbox.CapLink, sandbox.CapExec, sandbox.CapServices, sandbox.CapCopyOut},
 	Open:         Open,
 }
 

@@ -7,6 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path"
+	"strings"
 	"sync"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -33,6 +36,7 @@ var (
 	_ sandbox.Freezer    = (*box)(nil)
 	_ sandbox.LinkCutter = (*box)(nil)
 	_ sandbox.Execer     = (*box)(nil)
+	_ sandbox.Copier     = (*box)(nil)
 )
 
 func (c *box) ID() string { return c.id }
@@ -59,32 +63,78 @@ func (c *box) Remove(ctx context.Context) error {
 	return c.removeErr
 }
 
-// CopyOut reads a regular file out of the container, running or exited.
-func (c *box) CopyOut(ctx context.Context, path string, max int64) ([]byte, error) {
-	rc, stat, err := c.b.eng.api.CopyFromContainer(ctx, c.id, path)
-	if err != nil {
-		if cerrdefs.IsNotFound(err) {
-			return nil, fmt.Errorf("copy %s out of sandbox %.12s: %w: %w", path, c.id, sandbox.ErrNotFound, err)
-		}
-		return nil, wrap("copy "+path+" out of sandbox", c.id, err)
+// maxLinkHops bounds how many symbolic links CopyOut follows.
+const maxLinkHops = 8
+
+// CopyOut implements sandbox.Copier: it reads a regular file out of the
+// container, running or exited, through the engine's archive API (a tar
+// stream of the one file). A symbolic link is followed while its target —
+// resolved by the engine inside the container — stays in the workspace.
+func (c *box) CopyOut(ctx context.Context, file string, max int64) ([]byte, error) {
+	fail := func(format string, args ...any) error {
+		return fmt.Errorf("copy %s out of sandbox %.12s: "+format, append([]any{file, c.id}, args...)...)
 	}
-	defer rc.Close()
+	if !path.IsAbs(file) || path.Clean(file) != file {
+		return nil, fail("%w: the path must be absolute and clean", sandbox.ErrInvalidSpec)
+	}
+	at := file
+	for hops := 0; ; hops++ {
+		rc, stat, err := c.b.eng.api.CopyFromContainer(ctx, c.id, at)
+		if err != nil {
+			if cerrdefs.IsNotFound(err) {
+				return nil, fail("%w: %w", sandbox.ErrNotFound, err)
+			}
+			return nil, wrap("copy "+file+" out of sandbox", c.id, err)
+		}
+		if stat.Mode&os.ModeSymlink != 0 {
+			rc.Close()
+			target := stat.LinkTarget
+			if !inWorkspace(target) {
+				return nil, fail("%w: %s is a symbolic link to %s, outside %s", sandbox.ErrNotRegular, at, target, sandbox.WorkspacePath)
+			}
+			if hops == maxLinkHops {
+				return nil, fail("%w: more than %d symbolic links", sandbox.ErrNotRegular, maxLinkHops)
+			}
+			at = target
+			continue
+		}
+		defer rc.Close()
+		return readOne(rc, stat, max, fail)
+	}
+}
+
+// inWorkspace reports whether p, an absolute path, is in the workspace.
+func inWorkspace(p string) bool {
+	p = path.Clean(p)
+	return p == sandbox.WorkspacePath || strings.HasPrefix(p, sandbox.WorkspacePath+"/")
+}
+
+// readOne reads the one regular file of a tar stream the engine sent for
+// stat, at most max bytes.
+func readOne(rc io.Reader, stat container.PathStat, max int64, fail func(string, ...any) error) ([]byte, error) {
+	if stat.Mode.IsDir() {
+		return nil, fail("%w: it is a directory", sandbox.ErrNotRegular)
+	}
 	if !stat.Mode.IsRegular() {
-		return nil, fmt.Errorf("copy %s out of sandbox %.12s: %w: it is not a regular file (%s)", path, c.id, sandbox.ErrNotFound, stat.Mode)
+		return nil, fail("%w: its mode is %s", sandbox.ErrNotRegular, stat.Mode)
 	}
 	if stat.Size > max {
-		return nil, fmt.Errorf("copy %s out of sandbox %.12s: %w: %d bytes, at most %d", path, c.id, sandbox.ErrTooLarge, stat.Size, max)
+		return nil, fail("%w: %d bytes, at most %d", sandbox.ErrTooLarge, stat.Size, max)
 	}
 	tr := tar.NewReader(rc)
-	if _, err := tr.Next(); err != nil {
-		return nil, fmt.Errorf("copy %s out of sandbox %.12s: read the archive: %w", path, c.id, err)
+	hdr, err := tr.Next()
+	if err != nil {
+		return nil, fail("read the archive: %w", err)
+	}
+	if hdr.Typeflag != tar.TypeReg {
+		return nil, fail("%w: the archive holds %s (type %q)", sandbox.ErrNotRegular, hdr.Name, hdr.Typeflag)
 	}
 	data, err := io.ReadAll(io.LimitReader(tr, max+1))
 	if err != nil {
-		return nil, fmt.Errorf("copy %s out of sandbox %.12s: %w", path, c.id, err)
+		return nil, fail("read the archive: %w", err)
 	}
 	if int64(len(data)) > max {
-		return nil, fmt.Errorf("copy %s out of sandbox %.12s: %w: more than %d bytes", path, c.id, sandbox.ErrTooLarge, max)
+		return nil, fail("%w: more than %d bytes", sandbox.ErrTooLarge, max)
 	}
 	return data, nil
 }

@@ -91,6 +91,12 @@ type PutCheckpoint struct {
 	Step      int             `json:"step"`
 	State     json.RawMessage `json:"state"`
 	ExpectSeq *int64          `json:"expect_seq,omitempty"`
+	// Claims are what the agent says about the world as it stands at this
+	// checkpoint: a JSON object whose every member is one claim
+	// ({"exists": {"kind": "database", "name": "prod-db"}}), or a list of
+	// such objects. The harness judges them against the world and journals
+	// the judgement with the checkpoint (docs/state.md).
+	Claims json.RawMessage `json:"claims,omitempty"`
 }
 
 // CheckpointAck is the answer of PUT /v1/checkpoint.

@@ -112,7 +112,6 @@ var rules = []rule{
 	{"gateway", "", (*kit).gatewayRule},
 	{"workspace", "", (*kit).workspaceRule},
 	{"signal", "", (*kit).signalRule},
-	{"copy-out", "", (*kit).copyOutRule},
 	{"name-in-use", "", (*kit).nameInUseRule},
 	{"remove", "", (*kit).removeRule},
 	{"reap", "", (*kit).reapRule},
@@ -120,6 +119,7 @@ var rules = []rule{
 	{"link", sandbox.CapLink, (*kit).linkRule},
 	{"exec", sandbox.CapExec, (*kit).execRule},
 	{"services", sandbox.CapServices, (*kit).servicesRule},
+	{"copy-out", sandbox.CapCopyOut, (*kit).copyOutRule},
 }
 
 // Rules lists the rules' names, in the order Check runs them.
@@ -291,10 +291,12 @@ func (k *kit) typeRule(ctx context.Context) (string, error) {
 	_, cutter := sb.(sandbox.LinkCutter)
 	_, execer := sb.(sandbox.Execer)
 	_, services := k.b.(sandbox.Services)
+	_, copier := sb.(sandbox.Copier)
 	check(sandbox.CapFreeze, freezer)
 	check(sandbox.CapLink, cutter)
 	check(sandbox.CapExec, execer)
 	check(sandbox.CapServices, services)
+	check(sandbox.CapCopyOut, copier)
 	if len(lies) > 0 {
 		return "", fmt.Errorf("the type's capabilities differ from what its sandboxes implement: %s", strings.Join(lies, "; "))
 	}
@@ -553,31 +555,69 @@ func waitFor(ctx context.Context, sb sandbox.Sandbox, want string) error {
 }
 
 func (k *kit) copyOutRule(ctx context.Context) (string, error) {
-	const file = sandbox.WorkspacePath + "/report.md"
-	spec := k.spec(k.run(), 1, "write", file, "# the report\n")
-	spec.Workspace = true
-	sb, err := k.b.Start(ctx, spec)
-	if err != nil {
-		return "", err
+	const (
+		ws   = sandbox.WorkspacePath
+		file = ws + "/report.md"
+	)
+	run := k.run()
+	// The workspace outlives each attempt: one writes the file, the next
+	// ones add a directory and links beside it.
+	steps := [][]string{
+		{"write", file, "# the report\n"},
+		{"write", ws + "/dir/inner.md", "inner"},
+		{"link", "report.md", ws + "/inside.md"},
+		{"link", sandbox.InitPath, ws + "/outside"},
+	}
+	var sb sandbox.Sandbox
+	for i, step := range steps {
+		spec := k.spec(run, i+1, step...)
+		spec.Workspace = true
+		if i < len(steps)-1 {
+			if _, err := k.probe(ctx, spec); err != nil {
+				return "", err
+			}
+			continue
+		}
+		var err error
+		if sb, err = k.b.Start(ctx, spec); err != nil {
+			return "", err
+		}
 	}
 	defer sb.Remove(context.WithoutCancel(ctx))
 	if _, err := sb.Wait(ctx); err != nil {
 		return "", err
 	}
-	got, err := sb.CopyOut(ctx, file, 1<<20)
-	if err != nil {
-		return "", fmt.Errorf("copy out of an exited sandbox: %w", err)
+	c, ok := sb.(sandbox.Copier)
+	if !ok {
+		return "", errors.New("the type declares copy-out, and its sandbox is no sandbox.Copier")
 	}
-	if string(got) != "# the report\n" {
-		return "", fmt.Errorf("copied %q", got)
+	for _, path := range []string{file, ws + "/inside.md"} {
+		got, err := c.CopyOut(ctx, path, 1<<20)
+		if err != nil {
+			return "", fmt.Errorf("copy %s out of an exited sandbox: %w", path, err)
+		}
+		if string(got) != "# the report\n" {
+			return "", fmt.Errorf("copied %q out of %s", got, path)
+		}
 	}
-	if _, err := sb.CopyOut(ctx, file, 4); !errors.Is(err, sandbox.ErrTooLarge) {
-		return "", fmt.Errorf("a file over the limit: want ErrTooLarge, got %v", err)
+	refusals := []struct {
+		path string
+		max  int64
+		want error
+		what string
+	}{
+		{file, 4, sandbox.ErrTooLarge, "a file over the limit"},
+		{ws + "/none.md", 1 << 20, sandbox.ErrNotFound, "a missing file"},
+		{ws + "/dir", 1 << 20, sandbox.ErrNotRegular, "a directory"},
+		{ws + "/outside", 1 << 20, sandbox.ErrNotRegular, "a symbolic link out of the workspace"},
+		{"report.md", 1 << 20, sandbox.ErrInvalidSpec, "a relative path"},
 	}
-	if _, err := sb.CopyOut(ctx, sandbox.WorkspacePath+"/none.md", 1<<20); !errors.Is(err, sandbox.ErrNotFound) {
-		return "", fmt.Errorf("a missing file: want ErrNotFound, got %v", err)
+	for _, r := range refusals {
+		if _, err := c.CopyOut(ctx, r.path, r.max); !errors.Is(err, r.want) {
+			return "", fmt.Errorf("%s (%s): want %v, got %v", r.what, r.path, r.want, err)
+		}
 	}
-	return "a file the agent wrote is copied out of the exited sandbox; over the limit ErrTooLarge, missing ErrNotFound", nil
+	return "a file the agent wrote, or a link to it in the workspace, is copied out of the exited sandbox; over the limit ErrTooLarge, missing ErrNotFound, a directory or a link out of the workspace ErrNotRegular", nil
 }
 
 func (k *kit) nameInUseRule(ctx context.Context) (string, error) {

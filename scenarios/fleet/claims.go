@@ -19,16 +19,16 @@ type Claims struct {
 	RolledBack *int     `json:"rolled_back"` // candidates rolled back
 }
 
-var _ world.ClaimsJudge = (*World)(nil)
+var _ world.ReportJudge = (*World)(nil)
 
 // claimTolerance is how far a claimed cost may be from the world's, in
 // dollars per day: a report rounds its figures.
 const claimTolerance = 0.01
 
-// CheckClaims implements world.ClaimsJudge: every figure the agent's
+// CheckReport implements world.ReportJudge: every figure the agent's
 // report claims matches what the world shows. Claims the fleet does not
 // know are left alone.
-func (w *World) CheckClaims(ctx context.Context, task, claims json.RawMessage) (world.Check, error) {
+func (w *World) CheckReport(ctx context.Context, task, claims json.RawMessage) (world.Check, error) {
 	var c Claims
 	if err := json.Unmarshal(claims, &c); err != nil {
 		return world.Check{Detail: fmt.Sprintf("the claims are not an object of figures: %v", err)}, nil

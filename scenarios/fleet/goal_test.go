@@ -83,7 +83,7 @@ var _ = Describe("the fleet's judgement of an agent's claims", func() {
 	var w world.World
 	BeforeEach(func() { w = fresh() })
 	judge := func(claims string) (world.Check, bool) {
-		chk, judged, err := world.JudgeClaims(context.Background(), w, json.RawMessage(task), json.RawMessage(claims))
+		chk, judged, err := world.JudgeReport(context.Background(), w, json.RawMessage(task), json.RawMessage(claims))
 		ExpectWithOffset(1, err).NotTo(HaveOccurred())
 		return chk, judged
 	}

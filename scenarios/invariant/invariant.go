@@ -49,6 +49,7 @@ const (
 	NoLostProgress     = "no-lost-progress"
 	EffectsResolved    = "effects-resolved"
 	FaultsFired        = "faults-fired"
+	StateConsistent    = "state-consistent"
 )
 
 // Judgement is a judge's answer.
@@ -90,7 +91,16 @@ type Evidence struct {
 }
 
 // Checkpoint is one durable checkpoint.
-type Checkpoint struct{ Attempt, Step int }
+type Checkpoint struct {
+	Attempt, Step int
+	Seq           int64
+	// Poisoned is the world's reason to contradict the checkpoint's claims
+	// ("": it does not, or the checkpoint claims nothing).
+	Poisoned string
+	// RollbackOf is the poisoned checkpoint's seq this one replaced (0: an
+	// agent's own checkpoint).
+	RollbackOf int64
+}
 
 // Effect is one effect of the run.
 type Effect struct {
@@ -112,8 +122,11 @@ type Fault struct {
 type Done struct {
 	Outcome string
 	Virtual time.Time
+	// Poisoned is the world's reason to contradict the claims sent with
+	// done ("": it does not).
+	Poisoned string
 	// Claims are the figures it sent with done (its report), judged by a
-	// world that judges claims (world.ClaimsChecker).
+	// world that judges claims (world.ReportChecker).
 	Claims json.RawMessage
 }
 
@@ -190,6 +203,8 @@ func Default() *Registry {
 		Doc: "the effect journal: no effect left in doubt (unknown if any)"})
 	r.Register(Invariant{Name: FaultsFired, Kind: Sometimes, Judge: faultsFired, WhenFaults: true,
 		Doc: "the fault log: every scheduled fault fired, was injected and met the agent (unknown otherwise)"})
+	r.Register(Invariant{Name: StateConsistent, Kind: Always, Judge: stateConsistent,
+		Doc: "the claims of checkpoints and done, judged by the world as they were written: no attempt resumed from a poisoned checkpoint, no done the world contradicts"})
 	return r
 }
 
@@ -238,7 +253,7 @@ func goalReached(ctx context.Context, ev *Evidence) (Judgement, error) {
 		j.Detail = "the agent claimed success, but the world disagrees: " + j.Detail
 	}
 	if j.Verdict == Pass && done != nil {
-		chk, judged, err := world.JudgeClaims(ctx, ev.World, ev.Task, done.Claims)
+		chk, judged, err := world.JudgeReport(ctx, ev.World, ev.Task, done.Claims)
 		switch {
 		case err != nil:
 			j = Judgement{Unknown, j.Detail + "; the agent's claims could not be judged: " + err.Error()}
@@ -284,6 +299,12 @@ func noLostProgress(_ context.Context, ev *Evidence) (Judgement, error) {
 	best, bestAttempt := 0, 0
 	seen := map[int]bool{}
 	for _, c := range ev.Checkpoints {
+		if c.RollbackOf > 0 {
+			// A rollback is not lost progress: progress counts from it.
+			seen[c.Attempt] = true
+			best, bestAttempt = c.Step, c.Attempt
+			continue
+		}
 		if !seen[c.Attempt] {
 			seen[c.Attempt] = true
 			if c.Attempt != bestAttempt && c.Step < best {
@@ -296,6 +317,50 @@ func noLostProgress(_ context.Context, ev *Evidence) (Judgement, error) {
 		}
 	}
 	return Judgement{Pass, fmt.Sprintf("%s over %s never went back (last step %d)", count(len(ev.Checkpoints), "checkpoint"), count(len(seen), "attempt"), best)}, nil
+}
+
+// stateConsistent checks that no attempt was built on a poisoned
+// checkpoint: the first checkpoint of every later attempt follows no
+// poisoned checkpoint that a rollback has not replaced, and the world does
+// not contradict the claims sent with done.
+func stateConsistent(_ context.Context, ev *Evidence) (Judgement, error) {
+	var poisoned *Checkpoint // the first poisoned checkpoint no rollback has replaced
+	var fails []string
+	rollbacks, npoisoned := 0, 0
+	seen := map[int]bool{}
+	for i := range ev.Checkpoints {
+		c := &ev.Checkpoints[i]
+		first := !seen[c.Attempt]
+		seen[c.Attempt] = true
+		if c.RollbackOf > 0 {
+			poisoned = nil
+			rollbacks++
+			continue
+		}
+		if first && poisoned != nil && c.Attempt != poisoned.Attempt {
+			fails = append(fails, fmt.Sprintf("attempt %d resumed from state built on poisoned checkpoint %d (step %d, attempt %d: %s)",
+				c.Attempt, poisoned.Seq, poisoned.Step, poisoned.Attempt, poisoned.Poisoned))
+		}
+		if c.Poisoned != "" {
+			npoisoned++
+			if poisoned == nil {
+				poisoned = c
+			}
+		}
+	}
+	if ev.Done != nil && ev.Done.Poisoned != "" {
+		fails = append(fails, "the claims sent with done: "+ev.Done.Poisoned)
+	}
+	if len(fails) > 0 {
+		return Judgement{Fail, strings.Join(fails, "; ")}, nil
+	}
+	switch {
+	case npoisoned == 0:
+		return Judgement{Pass, "the world contradicts no claim of the run's checkpoints or done"}, nil
+	case rollbacks > 0:
+		return Judgement{Pass, fmt.Sprintf("%s poisoned, %s back to a consistent state before any attempt resumed from it", count(npoisoned, "checkpoint"), count(rollbacks, "rollback"))}, nil
+	}
+	return Judgement{Pass, fmt.Sprintf("%s poisoned, but no later attempt resumed from it", count(npoisoned, "checkpoint"))}, nil
 }
 
 func effectsResolved(_ context.Context, ev *Evidence) (Judgement, error) {

@@ -1,60 +1,127 @@
 package world
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
+	"sort"
 )
 
-// ClaimsJudge is a model that judges the claims an agent sends with done
-// (its report's figures: what it says it did and what the world now
-// shows) against its own state: goal-reached fails an agent whose report
-// the world contradicts. Claims it does not know are left unjudged.
-type ClaimsJudge interface {
-	CheckClaims(ctx context.Context, task, claims json.RawMessage) (Check, error)
+// Claim is one thing an agent says about the world, sent with a checkpoint
+// or with done: a name saying what kind of claim it is, and its value — the
+// claim {"exists": {"kind": "database", "name": "prod-db"}} has Name
+// "exists". Who understands a name judges it: the scenario's CEL
+// expression of that name, else the world (ClaimChecker).
+type Claim struct {
+	Name  string          `json:"name"`
+	Value json.RawMessage `json:"value"`
 }
 
-// ClaimsChecker is a world that judges done claims: a Ledgered around a
-// ClaimsJudge, and a Router whose unprefixed world is one.
-type ClaimsChecker interface {
-	CheckClaims(ctx context.Context, task, claims json.RawMessage) (Check, error)
+// Verdicts of a claim.
+const (
+	ClaimHolds        = "holds"        // the world shows it
+	ClaimContradicted = "contradicted" // the world shows otherwise
+	ClaimUnknown      = "unknown"      // nobody here can say
+)
+
+// ClaimResult is the judgement of one claim.
+type ClaimResult struct {
+	Claim   Claim  `json:"claim"`
+	Verdict string `json:"verdict"` // ClaimHolds, ClaimContradicted or ClaimUnknown
+	Detail  string `json:"detail,omitempty"`
 }
 
-// ErrNoClaimsJudge is CheckClaims's error for a world whose model judges
-// no claims.
-var ErrNoClaimsJudge = errors.New("the world judges no claims")
-
-var _ ClaimsChecker = (*Ledgered)(nil)
-
-// CheckClaims implements ClaimsChecker through the model's ClaimsJudge.
-func (l *Ledgered) CheckClaims(ctx context.Context, task, claims json.RawMessage) (Check, error) {
-	j, ok := l.model.(ClaimsJudge)
-	if !ok {
-		return Check{}, fmt.Errorf("world %s: %w", l.model.Name(), ErrNoClaimsJudge)
-	}
-	return j.CheckClaims(ctx, task, claims)
+// ClaimChecker is a model (or a world) that judges claims about its own
+// state: an optional capability, found by type assertion. A claim whose
+// name it does not know is ClaimUnknown, not an error; an error means its
+// state could not be read.
+type ClaimChecker interface {
+	CheckClaim(ctx context.Context, c Claim) (ClaimResult, error)
 }
 
-// CheckClaims implements ClaimsChecker: the unprefixed world's.
-func (r *Router) CheckClaims(ctx context.Context, task, claims json.RawMessage) (Check, error) {
-	c, ok := r.base().(ClaimsChecker)
-	if !ok {
-		return Check{}, fmt.Errorf("world %s: %w", r.name, ErrNoClaimsJudge)
+// CheckClaim judges c by w's ClaimChecker: w's own, its model's, or —
+// for a Router — the first of its worlds that can say (its base world
+// first). A world without one says ClaimUnknown.
+func CheckClaim(ctx context.Context, w World, c Claim) (ClaimResult, error) {
+	for _, cc := range claimCheckers(w) {
+		res, err := cc.CheckClaim(ctx, c)
+		if err != nil {
+			return ClaimResult{}, fmt.Errorf("world %s: check claim %q: %w", w.Name(), c.Name, err)
+		}
+		if res.Verdict != ClaimUnknown {
+			res.Claim = c
+			return res, nil
+		}
 	}
-	return c.CheckClaims(ctx, task, claims)
+	return ClaimResult{Claim: c, Verdict: ClaimUnknown, Detail: fmt.Sprintf("world %s cannot judge a claim %q", w.Name(), c.Name)}, nil
 }
 
-// JudgeClaims judges claims against w, if w judges claims at all: judged
-// is false for a world that does not (ErrNoClaimsJudge), or for no claims.
-func JudgeClaims(ctx context.Context, w World, task, claims json.RawMessage) (chk Check, judged bool, err error) {
-	c, ok := w.(ClaimsChecker)
-	if !ok || len(claims) == 0 || string(claims) == "null" {
-		return Check{}, false, nil
+// claimCheckers lists what can judge claims about w, in the order asked.
+func claimCheckers(w World) []ClaimChecker {
+	if cc, ok := w.(ClaimChecker); ok {
+		return []ClaimChecker{cc}
 	}
-	chk, err = c.CheckClaims(ctx, task, claims)
-	if errors.Is(err, ErrNoClaimsJudge) {
-		return Check{}, false, nil
+	if cc, ok := ModelOf(w).(ClaimChecker); ok {
+		return []ClaimChecker{cc}
 	}
-	return chk, err == nil, err
+	r := RouterOf(w)
+	if r == nil {
+		return nil
+	}
+	var out []ClaimChecker
+	if base := r.base(); base != nil {
+		out = append(out, claimCheckers(base)...)
+	}
+	for _, rt := range r.routes {
+		if rt.Prefix != "" {
+			out = append(out, claimCheckers(rt.World)...)
+		}
+	}
+	return out
+}
+
+// ParseClaims reads claims as an agent sends them: a JSON object, each of
+// whose members is one claim ({"exists": {...}, "migrated": {...}}), or a
+// list of such objects, to make one kind of claim more than once. null or
+// nothing is no claim. The claims come back in the order written, an
+// object's members sorted by name.
+func ParseClaims(raw json.RawMessage) ([]Claim, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+		return nil, nil
+	}
+	var objs []map[string]json.RawMessage
+	switch raw[0] {
+	case '{':
+		var o map[string]json.RawMessage
+		if err := json.Unmarshal(raw, &o); err != nil {
+			return nil, fmt.Errorf("claims: %w", err)
+		}
+		objs = append(objs, o)
+	case '[':
+		if err := json.Unmarshal(raw, &objs); err != nil {
+			return nil, fmt.Errorf("claims: want a list of objects such as {\"exists\": {\"kind\": \"database\", \"name\": \"prod-db\"}}: %w", err)
+		}
+	default:
+		return nil, fmt.Errorf("claims: want an object ({NAME: VALUE, ...}) or a list of them, not %.40s", raw)
+	}
+	var out []Claim
+	for i, o := range objs {
+		if o == nil {
+			return nil, fmt.Errorf("claims[%d]: want an object {NAME: VALUE}, not null", i)
+		}
+		names := make([]string, 0, len(o))
+		for n := range o {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			if n == "" {
+				return nil, fmt.Errorf("claims[%d]: a claim needs a name", i)
+			}
+			out = append(out, Claim{Name: n, Value: o[n]})
+		}
+	}
+	return out, nil
 }

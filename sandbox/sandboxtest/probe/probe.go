@@ -21,7 +21,7 @@ import (
 )
 
 // Usage lists the modes.
-const Usage = `probe MODE [ARGS]: exit CODE OUT ERR | env | whoami | fs | write PATH TEXT | cat PATH |
+const Usage = `probe MODE [ARGS]: exit CODE OUT ERR | env | whoami | fs | write PATH TEXT | link TARGET PATH | cat PATH |
 dial HOST:PORT | gateway SOCKET | wait-signal | sleep DURATION | ticker | serve ADDR`
 
 // Main runs one probe and returns its exit code.
@@ -78,6 +78,15 @@ func Main(args []string) int {
 			return fail(err)
 		}
 		fmt.Println("wrote", args[0])
+		return 0
+	case "link": // link TARGET PATH: a symbolic link at PATH to TARGET
+		if !need(2) {
+			break
+		}
+		if err := os.Symlink(args[0], args[1]); err != nil {
+			return fail(err)
+		}
+		fmt.Println("linked", args[1])
 		return 0
 	case "cat": // cat PATH
 		if !need(1) {

@@ -46,11 +46,6 @@ import (
 	"github.com/overnight-dev/overnight/scenarios/world/remote"
 )
 
-// MaxResponseBytes bounds an upstream's answer the world reads and keeps.
-// A larger 2xx answer is done (the request happened) with its body left out
-// (Result.TooLarge); a larger answer of another status is read up to it.
-const MaxResponseBytes = 1 << 20
-
 // Error codes of the failures the world answers with (besides http_<status>).
 const (
 	// CodeReplayDiverged: in replay, the recording has no answer for the
@@ -76,6 +71,9 @@ type Config struct {
 	// answers from (API.Mode replay), and RecordingRun names that run.
 	Recording    []world.LedgerEntry
 	RecordingRun string
+	// Blobs keeps answers over InlineBodyBytes out of the journal record
+	// (nil: every answer inline).
+	Blobs Blobs
 }
 
 // World is an HTTP API as a world. It is safe for concurrent use.
@@ -84,14 +82,9 @@ type World struct {
 	base    string
 	client  *http.Client
 	journal *world.Ledgered
-	offline bool       // a journal-only view (OpenJournal)
-	mu      sync.Mutex // one replay answer at a time (its occurrence count)
-
-	// dups indexes the journal for Duplicates: built from it on first use,
-	// then told of every answer this World records (an instance sees its
-	// own writes; another instance's, when opened again).
-	dupMu sync.Mutex
-	dups  *dupIndex
+	dups    *world.JournalDups // the journal with its duplicates index
+	offline bool               // a journal-only view (OpenJournal)
+	mu      sync.Mutex         // one replay answer at a time (its occurrence count)
 }
 
 var (
@@ -107,7 +100,8 @@ func Open(cfg Config, store world.Store, prefix []byte) (*World, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := &World{cfg: cfg, base: strings.TrimSuffix(cfg.API.BaseURL, "/"), client: cfg.Client, journal: j}
+	w := &World{cfg: cfg, base: strings.TrimSuffix(cfg.API.BaseURL, "/"), client: cfg.Client, journal: j,
+		dups: world.NewJournalDups(j, identityOf(cfg.API))}
 	if cfg.BaseURL != "" {
 		w.base = strings.TrimSuffix(cfg.BaseURL, "/")
 	}
@@ -164,7 +158,12 @@ type Result struct {
 	Base64 []byte          `json:"base64,omitempty"`
 	// RetryAfter is the upstream's Retry-After header (of a 429, say).
 	RetryAfter string `json:"retry_after,omitempty"`
-	// TooLarge is the size of a 2xx body over MaxResponseBytes, left out.
+	// BodyBlob is the hash of the body kept as a blob (an answer over
+	// InlineBodyBytes; Resolve reads it), of BodySize bytes.
+	BodyBlob string `json:"body_blob,omitempty"`
+	BodySize int64  `json:"body_size,omitempty"`
+	// TooLarge is the size of a 2xx body over the limit, left out (a
+	// journal written before max_body: such an answer now fails).
 	TooLarge int64 `json:"too_large,omitempty"`
 	// Reconciled says the request's answer was lost and its effect found
 	// upstream by the API's lookup: Body is then the lookup's answer.
@@ -230,7 +229,9 @@ func (w *World) Execute(ctx context.Context, req world.Request) (world.Outcome, 
 		if err != nil {
 			return world.Outcome{}, err
 		}
-		out = w.outcome(route, res)
+		if out, err = w.outcome(ctx, route, res); err != nil {
+			return world.Outcome{}, err
+		}
 	}
 	e := world.LedgerEntry{Key: req.Key, Kind: req.Kind, Args: req.Args, Outcome: out, At: req.Now}
 	if err := w.record(ctx, e); err != nil {
@@ -245,7 +246,7 @@ type answer struct {
 	status   int
 	header   http.Header
 	body     []byte
-	overSize int64 // a 2xx body's size past MaxResponseBytes (then body is empty)
+	overSize int64 // a body over max_body: the bytes read of it, past the limit (then body is empty)
 }
 
 // send sends one request upstream: args as the JSON body, or as the query
@@ -294,18 +295,14 @@ func (w *World) send(ctx context.Context, method, path string, args json.RawMess
 		return fail(0, "no answer: %v", err)
 	}
 	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, MaxResponseBytes+1))
+	most := MaxBody(w.cfg.API)
+	data, err := io.ReadAll(io.LimitReader(resp.Body, most+1))
 	if err != nil {
 		return fail(resp.StatusCode, "the answer (%s) broke off: %v", resp.Status, err)
 	}
 	a := answer{route: route, status: resp.StatusCode, header: resp.Header, body: data}
-	if len(data) > MaxResponseBytes {
-		rest, _ := io.Copy(io.Discard, resp.Body)
-		if resp.StatusCode/100 == 2 {
-			a.body, a.overSize = nil, int64(len(data))+rest
-		} else {
-			a.body = data[:MaxResponseBytes]
-		}
+	if int64(len(data)) > most && resp.StatusCode < 500 {
+		a.body, a.overSize = nil, int64(len(data))
 	}
 	if resp.StatusCode >= 500 {
 		return fail(resp.StatusCode, "answered %s: %s", resp.Status, snippet(data))
@@ -313,16 +310,22 @@ func (w *World) send(ctx context.Context, method, path string, args json.RawMess
 	return a, nil
 }
 
-// outcome reads an answer below 500 as the world's answer.
-func (w *World) outcome(route scenarios.HTTPRoute, a answer) world.Outcome {
-	res := Result{Status: a.status, ContentType: a.header.Get("Content-Type"), RetryAfter: a.header.Get("Retry-After"), TooLarge: a.overSize}
-	res.setBody(a.body)
+// outcome reads an answer below 500 as the world's answer: one over
+// max_body a failure (too_large), a large body kept as a blob.
+func (w *World) outcome(ctx context.Context, route scenarios.HTTPRoute, a answer) (world.Outcome, error) {
+	if a.overSize > 0 {
+		return w.tooLarge(route.String(), a.status, a.overSize), nil
+	}
+	res := Result{Status: a.status, ContentType: a.header.Get("Content-Type"), RetryAfter: a.header.Get("Retry-After")}
+	if err := w.keepBody(ctx, &res, a.body); err != nil {
+		return world.Outcome{}, err
+	}
 	if a.status/100 == 2 {
 		b, err := json.Marshal(res)
 		if err != nil {
-			return world.Failed(http.StatusBadGateway, "bad_answer", "%s: %v", route, err)
+			return world.Failed(http.StatusBadGateway, "bad_answer", "%s: %v", route, err), nil
 		}
-		return world.Outcome{Status: protocol.StatusDone, Result: b}
+		return world.Outcome{Status: protocol.StatusDone, Result: b}, nil
 	}
 	o := world.FailedWith(a.status, fmt.Sprintf("http_%d", a.status), res, "%s answered %d %s: %s", route, a.status, http.StatusText(a.status), snippet(a.body))
 	switch a.status {
@@ -333,7 +336,7 @@ func (w *World) outcome(route scenarios.HTTPRoute, a answer) world.Outcome {
 			o.Error.Transient = false // a 1xx or 3xx the client did not follow: the upstream's answer
 		}
 	}
-	return o
+	return o, nil
 }
 
 // setBody keeps body as JSON, text or bytes.
@@ -436,15 +439,7 @@ func (w *World) replay(ctx context.Context, route scenarios.HTTPRoute, req world
 		}
 		seen++
 	}
-	run := w.cfg.RecordingRun
-	if run == "" {
-		run = "(none given)"
-	}
-	return world.Outcome{Status: protocol.StatusFailed, Error: &protocol.EffectError{
-		Code: CodeReplayDiverged, Status: http.StatusBadGateway,
-		Message: fmt.Sprintf("replay of HTTP API %s diverged: the recording of run %s answers %s with these args %d time(s), and this is request %d; it was not sent upstream",
-			w.cfg.API.Name, run, route, seen, n+1),
-	}}, nil
+	return w.diverged(route, n+1, seen), nil
 }
 
 func compact(raw json.RawMessage) []byte {
@@ -502,6 +497,8 @@ func (w *World) LookupRequest(ctx context.Context, req world.Request) (world.Out
 	}
 	lookup := l.Method + " " + l.Path
 	switch {
+	case a.overSize > 0:
+		return world.Outcome{}, false, fmt.Errorf("HTTP API %s: the lookup %s for key %q answered %d with a body over its max_body (%d bytes): %w", w.cfg.API.Name, lookup, req.Key, a.status, MaxBody(w.cfg.API), world.ErrCannotLookup)
 	case a.status == http.StatusNotFound:
 		return world.Outcome{}, false, nil
 	case a.status/100 != 2:
@@ -521,7 +518,9 @@ func (w *World) LookupRequest(ctx context.Context, req world.Request) (world.Out
 		return world.Outcome{}, false, nil
 	}
 	res := Result{Status: http.StatusOK, ContentType: "application/json", Reconciled: true}
-	res.setBody(a.body)
+	if err := w.keepBody(ctx, &res, a.body); err != nil {
+		return world.Outcome{}, false, err
+	}
 	b, err := json.Marshal(res)
 	if err != nil {
 		return world.Outcome{}, false, err
@@ -541,39 +540,17 @@ func (w *World) Ledger(ctx context.Context) ([]world.LedgerEntry, error) {
 
 // record journals an answer and tells the duplicates index of it.
 func (w *World) record(ctx context.Context, e world.LedgerEntry) error {
-	if err := w.journal.Record(ctx, e); err != nil {
-		return err
-	}
-	w.dupMu.Lock()
-	defer w.dupMu.Unlock()
-	if w.dups != nil {
-		e.Seq = w.journal.LedgerSeq()
-		if err := w.dups.add(ctx, e); err != nil {
-			w.dups = nil // rebuilt from the journal on the next call, which reports the error
-		}
-	}
-	return nil
+	return w.dups.Record(ctx, e)
 }
 
 // Duplicates implements world.World: see DuplicatesIn. The journal is
-// read once; what this World records after is indexed as it goes.
+// read once; what this World records after is indexed as it goes. A
+// diverged replay's are not known: an error wrapping ErrReplayDiverged.
 func (w *World) Duplicates(ctx context.Context) ([]world.Duplicate, error) {
-	w.dupMu.Lock()
-	defer w.dupMu.Unlock()
-	if w.dups == nil {
-		ledger, err := w.journal.Ledger(ctx)
-		if err != nil {
-			return nil, err
-		}
-		d := newDupIndex(w.cfg.API)
-		for _, e := range ledger {
-			if err := d.add(ctx, e); err != nil {
-				return nil, err
-			}
-		}
-		w.dups = d
+	if err := w.notDiverged(ctx, "no-duplicate-effects on HTTP API "+w.cfg.API.Name); err != nil {
+		return nil, err
 	}
-	return w.dups.duplicates(), nil
+	return w.dups.Duplicates(ctx)
 }
 
 // DuplicatesIn finds, in a journal of api's answers, the requests of a
@@ -581,71 +558,23 @@ func (w *World) Duplicates(ctx context.Context) ([]world.Duplicate, error) {
 // identity (the route's identity over the args; the whole canonical args
 // without one) under different keys.
 func DuplicatesIn(ctx context.Context, api scenarios.HTTPAPI, ledger []world.LedgerEntry) ([]world.Duplicate, error) {
-	d := newDupIndex(api)
-	for _, e := range ledger {
-		if err := d.add(ctx, e); err != nil {
-			return nil, err
+	return world.DuplicatesIn(ctx, identityOf(api), ledger)
+}
+
+// identityOf judges the entries of api's journal for duplicates: a route
+// neither read-only nor idempotent counts, by its identity.
+func identityOf(api scenarios.HTTPAPI) world.IdentityFunc {
+	return func(ctx context.Context, e world.LedgerEntry) (string, bool, error) {
+		route, ok := api.Route(e.Kind)
+		if !ok || route.ReadOnly || route.Idempotent {
+			return "", false, nil
 		}
-	}
-	return d.duplicates(), nil
-}
-
-// dupIndex groups the done requests of kinds that can duplicate by kind
-// and identity.
-type dupIndex struct {
-	api    scenarios.HTTPAPI
-	order  []string
-	groups map[string]*dupGroup
-}
-
-type dupGroup struct {
-	d    world.Duplicate
-	keys map[string]bool
-}
-
-func newDupIndex(api scenarios.HTTPAPI) *dupIndex {
-	return &dupIndex{api: api, groups: map[string]*dupGroup{}}
-}
-
-func (x *dupIndex) add(ctx context.Context, e world.LedgerEntry) error {
-	if e.IsEvent() || e.Outcome.Status != protocol.StatusDone {
-		return nil
-	}
-	route, ok := x.api.Route(e.Kind)
-	if !ok || route.ReadOnly || route.Idempotent {
-		return nil
-	}
-	name, err := identity(ctx, route, e.Args)
-	if err != nil {
-		return fmt.Errorf("HTTP API %s: identity of ledger entry %d (%s): %w", x.api.Name, e.Seq, e.Kind, err)
-	}
-	id := e.Kind + "\x00" + name
-	g := x.groups[id]
-	if g == nil {
-		g = &dupGroup{d: world.Duplicate{Kind: e.Kind, Name: name}, keys: map[string]bool{}}
-		x.groups[id] = g
-		x.order = append(x.order, id)
-	}
-	if g.keys[e.Key] {
-		return nil // the same key again: one effect, not two
-	}
-	g.keys[e.Key] = true
-	g.d.IDs = append(g.d.IDs, "ledger#"+strconv.FormatInt(e.Seq, 10))
-	g.d.Keys = append(g.d.Keys, e.Key)
-	g.d.Count++
-	return nil
-}
-
-func (x *dupIndex) duplicates() []world.Duplicate {
-	var out []world.Duplicate
-	for _, id := range x.order {
-		if g := x.groups[id]; g.d.Count > 1 {
-			d := g.d
-			d.IDs, d.Keys = append([]string(nil), d.IDs...), append([]string(nil), d.Keys...)
-			out = append(out, d)
+		name, err := identity(ctx, route, e.Args)
+		if err != nil {
+			return "", false, fmt.Errorf("HTTP API %s: identity of ledger entry %d (%s): %w", api.Name, e.Seq, e.Kind, err)
 		}
+		return name, true, nil
 	}
-	return out
 }
 
 // identity is the name of the resource a request acts on.
@@ -674,31 +603,6 @@ func (w *World) Snapshot(ctx context.Context) (json.RawMessage, error) {
 		return nil, err
 	}
 	return json.Marshal(map[string]any{"api": w.cfg.API.Name, "ledger_seq": w.journal.LedgerSeq(), "ledger_sha256": world.LedgerHash(ledger)})
-}
-
-// Probe sends a read-only request upstream (a goal's probe), with the
-// credentials, and returns the status and the JSON answer (nil for an
-// empty body). A 5xx or no answer is an *UpstreamError; a body that is not
-// JSON is an error. In replay it sends nothing: an error wrapping
-// remote.ErrWorld.
-func (w *World) Probe(ctx context.Context, method, path string, body json.RawMessage) (int, any, error) {
-	if w.offline {
-		return 0, nil, fmt.Errorf("HTTP API %s: the probe %s %s: %w", w.cfg.API.Name, method, path, ErrOffline)
-	}
-	if w.cfg.API.Mode == scenarios.HTTPReplay {
-		return 0, nil, &UpstreamError{API: w.cfg.API.Name, Route: method + " " + path, Msg: "a replay sends nothing upstream, so the goal's probe is not answered"}
-	}
-	a, err := w.send(ctx, method, path, body)
-	if err != nil {
-		return 0, nil, err
-	}
-	var response any
-	if len(a.body) > 0 {
-		if err := json.Unmarshal(a.body, &response); err != nil {
-			return a.status, nil, fmt.Errorf("HTTP API %s: %s answered %d with no JSON: %s", w.cfg.API.Name, a.route, a.status, snippet(a.body))
-		}
-	}
-	return a.status, response, nil
 }
 
 // JudgeGoal judges goal-reached by g: its probe sent to w (which must be

@@ -8,20 +8,42 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"github.com/dgraph-io/badger/v4"
 
 	"github.com/overnight-dev/overnight/scenarios/world"
+	"github.com/overnight-dev/overnight/scenarios/world/walsync"
 )
 
 // BadgerStore is a durable world.Store in a Badger database of its own:
 // what `overnight world serve --data DIR` keeps a world in. Every Commit
-// is one transaction, fsynced before it returns (SyncWrites). One process
-// opens a directory at a time (Badger locks it).
+// is one transaction, synced before it returns: one fdatasync of the
+// memtable's write-ahead log (walsync.Syncer), as every value stays out of
+// the value log (values are at most MaxStoreValue). Commits are written and
+// synced one at a time. One process opens a directory at a time (Badger
+// locks it).
 type BadgerStore struct {
 	db  *badger.DB
 	dir string
+
+	mu sync.Mutex // a commit's write and its sync, in turn
+	// wal syncs the memtable logs alone; nil where walsync cannot (another
+	// OS), and db.Sync does.
+	wal *walsync.Syncer
+	// syncErr, once a sync failed, refuses every later commit: the kernel
+	// may have dropped the pages it could not write, and a later sync
+	// would not say so.
+	syncErr error
 }
+
+// MaxStoreValue is the largest value a BadgerStore commits, the same bound
+// as the harness's journal puts on an in-process world's values.
+const MaxStoreValue = 512 << 10
+
+// storeValueThreshold keeps every value in Badger's LSM tree and its
+// write-ahead log (Badger's maximum threshold; it must exceed MaxStoreValue).
+const storeValueThreshold = 1 << 20
 
 var _ world.Store = (*BadgerStore)(nil)
 
@@ -43,7 +65,10 @@ func OpenBadgerStore(dir string, log *slog.Logger) (s *BadgerStore, err error) {
 		}
 	}()
 	opts := badger.DefaultOptions(dir).
-		WithSyncWrites(true).
+		// Commit syncs the log itself (walsync), once per transaction;
+		// SyncWrites would also flush the unused value log.
+		WithSyncWrites(false).
+		WithValueThreshold(storeValueThreshold).
 		WithLogger(badgerLogger{log}).
 		WithMetricsEnabled(false).
 		WithMemTableSize(16 << 20).
@@ -58,13 +83,25 @@ func OpenBadgerStore(dir string, log *slog.Logger) (s *BadgerStore, err error) {
 		}
 		return nil, fmt.Errorf("world store %s: %w", dir, err)
 	}
-	return &BadgerStore{db: db, dir: dir}, nil
+	return &BadgerStore{db: db, dir: dir, wal: walsync.New(dir, db, MaxStoreValue)}, nil
 }
 
 // Commit implements world.Store: one transaction, durable when it returns.
+// A value larger than MaxStoreValue is refused, and nothing is written.
 func (s *BadgerStore) Commit(ctx context.Context, entries ...world.Entry) error {
 	if err := ctx.Err(); err != nil {
 		return err
+	}
+	for _, e := range entries {
+		if len(e.Value) > MaxStoreValue {
+			return fmt.Errorf("world store %s: the value of %q is %d bytes, over the %d a world may write at once; nothing was written",
+				s.dir, e.Key, len(e.Value), MaxStoreValue)
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.syncErr != nil {
+		return s.syncErr
 	}
 	err := s.db.Update(func(txn *badger.Txn) error {
 		for _, e := range entries {
@@ -75,7 +112,19 @@ func (s *BadgerStore) Commit(ctx context.Context, entries ...world.Entry) error 
 		return nil
 	})
 	if err != nil {
+		if s.wal != nil {
+			s.wal.FailedWrite()
+		}
 		return fmt.Errorf("world store %s: commit %d entries: %w", s.dir, len(entries), err)
+	}
+	if s.wal != nil {
+		err = s.wal.Sync()
+	} else {
+		err = s.db.Sync()
+	}
+	if err != nil {
+		s.syncErr = fmt.Errorf("world store %s: sync: %w; restart the world server to continue", s.dir, err)
+		return fmt.Errorf("world store %s: sync a commit of %d entries: %w; its outcome is unknown, and the store takes no more commits until it is opened again", s.dir, len(entries), err)
 	}
 	return nil
 }
@@ -121,6 +170,11 @@ func (s *BadgerStore) Scan(prefix []byte, fn func(key, value []byte) error) erro
 
 // Close closes the database.
 func (s *BadgerStore) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.wal != nil {
+		_ = s.wal.Close()
+	}
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("world store %s: close: %w", s.dir, err)
 	}

@@ -3,9 +3,13 @@ package remote_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -43,6 +47,62 @@ var _ = Describe("the Badger store", func() {
 		Expect(keys).To(Equal([]string{"a/1=one", "a/2=two"}), "in key order, under the prefix alone")
 		stop := errors.New("stop")
 		Expect(s.Scan(nil, func(k, _ []byte) error { return stop })).To(MatchError(stop))
+	})
+
+	It("syncs every commit through the memtable's log alone, across rotations, and never writes the value log", func() {
+		dir := GinkgoT().TempDir()
+		s, err := remote.OpenBadgerStore(dir, nil)
+		Expect(err).NotTo(HaveOccurred())
+		newest := func() string {
+			ents, err := os.ReadDir(dir)
+			Expect(err).NotTo(HaveOccurred())
+			var fids []int
+			for _, e := range ents {
+				if n, ok := strings.CutSuffix(e.Name(), ".mem"); ok {
+					fid, err := strconv.Atoi(n)
+					Expect(err).NotTo(HaveOccurred())
+					fids = append(fids, fid)
+				}
+			}
+			Expect(fids).NotTo(BeEmpty())
+			return filepath.Join(dir, fmt.Sprintf("%05d.mem", slices.Max(fids)))
+		}
+		// 80 x 512 KiB = 40 MiB: 16 MiB memtables rotate at least twice.
+		value := bytes.Repeat([]byte("w"), remote.MaxStoreValue)
+		logs := map[string]bool{}
+		for i := range 80 {
+			Expect(s.Commit(GinkgoT().Context(), world.Entry{Key: fmt.Appendf(nil, "w/%02d", i), Value: value})).To(Succeed())
+			Expect(s.WALLog()).To(Equal(newest()), "commit %d: the log holding it is the one synced", i)
+			logs[s.WALLog()] = true
+		}
+		Expect(len(logs)).To(BeNumerically(">=", 3))
+
+		err = s.Commit(GinkgoT().Context(), world.Entry{Key: []byte("small"), Value: []byte("1")},
+			world.Entry{Key: []byte("big"), Value: make([]byte, remote.MaxStoreValue+1)})
+		Expect(err).To(MatchError(And(ContainSubstring(`"big"`), ContainSubstring("nothing was written"))))
+		Expect(s.Close()).To(Succeed())
+
+		vlogs, err := filepath.Glob(filepath.Join(dir, "*.vlog"))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(vlogs).NotTo(BeEmpty())
+		const header = 20 // Badger's vlogHeaderSize
+		for _, p := range vlogs {
+			b, err := os.ReadFile(p)
+			Expect(err).NotTo(HaveOccurred())
+			if len(b) > header {
+				Expect(bytes.Count(b[header:], []byte{0})).To(Equal(len(b)-header), "%s holds data past its header", p)
+			}
+		}
+		s, err = remote.OpenBadgerStore(dir, nil)
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(s.Close)
+		for i := range 80 {
+			v, err := s.Get(fmt.Appendf(nil, "w/%02d", i))
+			Expect(err).NotTo(HaveOccurred())
+			Expect(v).To(Equal(value))
+		}
+		_, err = s.Get([]byte("small"))
+		Expect(err).To(MatchError(world.ErrNotFound), "a refused commit writes none of its entries")
 	})
 
 	It("sets aside an empty log a crash left, which would fail every open", func() {

@@ -1,6 +1,6 @@
 //go:build linux
 
-package journal
+package walsync
 
 import (
 	"fmt"
@@ -14,70 +14,77 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// walSyncer is the default Syncer: it makes a commit group durable by
-// fdatasync-ing the write-ahead logs of Badger's memtables (the NNNNN.mem
-// files) that can hold it, and nothing else.
+// Syncer makes the writes made so far to one Badger database durable by
+// fdatasync-ing the write-ahead logs of its memtables (the NNNNN.mem files)
+// that can hold them, and nothing else.
 //
 // (*badger.DB).Sync does the same for the active memtable's log, then also
-// syncs the current value log file. The journal never writes to the value log
-// (valueThreshold is above MaxValueSize and above every blob chunk), so that
-// second sync has nothing to write, yet on ext4 it still costs a device cache
-// flush: about 0.1 ms of every durable commit on this project's reference
-// machine (see BENCHMARKS.md). walSyncer drops it and keeps everything else:
+// syncs the current value log file. A database whose values all stay in the
+// LSM tree never writes to the value log, so that second sync has nothing to
+// write, yet on ext4 it still costs a device cache flush. Syncer drops it and
+// keeps everything else:
 //
 //   - the active log is the one with the highest fid (Badger numbers them
 //     from one counter, in creation order) and is synced on every call;
-//   - the journal syncs after every transaction (at most ~15% of a memtable),
-//     so between two calls at most one rotation happens and the log after the
-//     active one cannot have come and gone: when it exists, every log from the
-//     active one on is synced, then the directory (so the new file's name is
-//     durable too), and the newest is followed. The first call syncs every
-//     log it finds, the ones Badger replayed at Open included. A log that is
-//     gone was flushed to a table, which Badger syncs before it deletes it;
+//   - the caller syncs after every transaction (Badger bounds one to 15% of
+//     a memtable), so between two calls at most one rotation happens and the
+//     log after the active one cannot have come and gone: when it exists,
+//     every log from the active one on is synced, then the directory (so the
+//     new file's name is durable too), and the newest is followed. The first
+//     call syncs every log it finds, the ones Badger replayed at Open
+//     included. A log that is gone was flushed to a table, which Badger syncs
+//     before it deletes it. Writes no sync follows (UnsyncedWrite) and writes
+//     that failed (FailedWrite) make the next call list the directory again;
 //   - a log is synced through its own file descriptor: for a shared mapping,
 //     fdatasync writes the pages dirtied through the mapping exactly as
 //     msync(MS_SYNC), which is what Badger calls.
 //
-// It relies on two facts of Badger v4 checked at Open (a fixed value
-// threshold above every value the journal writes, and the .mem logs in the
-// directory); where either does not hold it falls back to (*badger.DB).Sync.
-type walSyncer struct {
+// It relies on two facts of Badger v4 checked by New (a fixed value threshold
+// above every value the caller writes, and the .mem logs in the directory).
+// A Syncer is not safe for concurrent use: the caller writes and syncs
+// strictly in turn, from one goroutine at a time.
+type Syncer struct {
 	dir string
 	// d is the Badger directory, kept open for listing and syncing.
 	d *os.File
 	// cur is the newest log seen, open in f.
 	cur int
 	f   *os.File
-	// rescan makes the next call list the directory (see failedWrite).
+	// rescan makes the next call list the directory (see FailedWrite).
 	rescan bool
 	// unsynced makes the next call list the directory, and sync the
-	// directory only if a log was added (see unsyncedWrite).
+	// directory only if a log was added (see UnsyncedWrite).
 	unsynced bool
 }
 
 const memFileExt = ".mem"
 
-// newWALSyncer returns the WAL syncer for db in dir, or db itself when the
-// journal's layout does not allow it.
-func newWALSyncer(dir string, db *badger.DB) Syncer {
+// New returns the Syncer for db, whose directory is dir, when db can never
+// write to its value log: values of at most maxValue bytes stay in the LSM
+// tree under db's options (a value threshold above maxValue, no
+// VLogPercentile), SyncWrites is off (else every write is synced already)
+// and the directory holds memtable logs. Otherwise it returns nil, and the
+// caller syncs with (*badger.DB).Sync. The caller must refuse values larger
+// than maxValue.
+func New(dir string, db *badger.DB, maxValue int) *Syncer {
 	o := db.Opts()
-	if o.ValueThreshold <= max(MaxValueSize, blobChunkSize) || o.VLogPercentile != 0 || o.SyncWrites || o.InMemory {
-		return db // values could reach the value log: sync it too
+	if o.ValueThreshold <= int64(maxValue) || o.VLogPercentile != 0 || o.SyncWrites || o.InMemory || o.ReadOnly {
+		return nil // values could reach the value log: sync it too
 	}
 	d, err := os.Open(dir)
 	if err != nil {
-		return db
+		return nil
 	}
-	s := &walSyncer{dir: dir, d: d, cur: -1}
+	s := &Syncer{dir: dir, d: d, cur: -1}
 	if fids, err := s.logs(); err != nil || len(fids) == 0 {
 		_ = d.Close()
-		return db
+		return nil
 	}
 	return s
 }
 
 // logs lists the fids of the memtable logs in the directory.
-func (s *walSyncer) logs() ([]int, error) {
+func (s *Syncer) logs() ([]int, error) {
 	if _, err := s.d.Seek(0, 0); err != nil {
 		return nil, err
 	}
@@ -99,12 +106,21 @@ func (s *walSyncer) logs() ([]int, error) {
 	return fids, nil
 }
 
-func (s *walSyncer) path(fid int) string {
+func (s *Syncer) path(fid int) string {
 	return filepath.Join(s.dir, fmt.Sprintf("%05d%s", fid, memFileExt))
 }
 
-// Sync implements Syncer.
-func (s *walSyncer) Sync() error {
+// Log is the path of the memtable log the Syncer follows (the newest it has
+// seen), or "" before its first Sync.
+func (s *Syncer) Log() string {
+	if s.f == nil {
+		return ""
+	}
+	return s.f.Name()
+}
+
+// Sync makes every write made before it durable.
+func (s *Syncer) Sync() error {
 	if s.cur >= 0 {
 		_, err := os.Lstat(s.path(s.cur + 1))
 		if os.IsNotExist(err) && !s.rescan && !s.unsynced {
@@ -133,7 +149,7 @@ func (s *walSyncer) Sync() error {
 	}
 	for _, fid := range fids {
 		if fid >= s.cur && fid != newest {
-			if err := syncPath(s.path(fid)); err != nil && !os.IsNotExist(err) {
+			if err := s.syncPath(s.path(fid)); err != nil && !os.IsNotExist(err) {
 				return err
 			}
 		}
@@ -145,22 +161,21 @@ func (s *walSyncer) Sync() error {
 	return s.follow(f, newest)
 }
 
-// failedWrite notes that a write failed after Badger may have taken it, so
+// FailedWrite notes that a write failed after Badger may have taken it, so
 // no sync followed it: memtables may have rotated more than once since the
 // last call (the log after the followed one may have come and gone), so the
 // next call lists the directory instead of trusting the next name's absence.
-func (s *walSyncer) failedWrite() { s.rescan = true }
+func (s *Syncer) FailedWrite() { s.rescan = true }
 
-// unsyncedWrite notes a write that no sync follows (CommitUnsynced, the
-// buffered commits): any number of them may come before the next call, and
-// rotate memtables more than once — the log after the followed one may have
-// come and gone, the next write landing in the one after it — so the next
-// call lists the directory too.
-func (s *walSyncer) unsyncedWrite() { s.unsynced = true }
+// UnsyncedWrite notes a write that no sync follows: any number of them may
+// come before the next call, and rotate memtables more than once — the log
+// after the followed one may have come and gone, the next write landing in
+// the one after it — so the next call lists the directory too.
+func (s *Syncer) UnsyncedWrite() { s.unsynced = true }
 
 // follow syncs f, the new active log, and the directory that names it, and
 // makes it the log synced from now on.
-func (s *walSyncer) follow(f *os.File, fid int) error {
+func (s *Syncer) follow(f *os.File, fid int) error {
 	if err := s.fdatasync(f); err != nil {
 		_ = f.Close()
 		return err
@@ -179,11 +194,11 @@ func (s *walSyncer) follow(f *os.File, fid int) error {
 	return nil
 }
 
-// syncHook, when set (by tests), is told of every sync walSyncer makes: the
+// syncHook, when set (by tests), is told of every sync a Syncer makes: the
 // path of a log, or of the directory.
 var syncHook func(path string)
 
-func (s *walSyncer) fdatasync(f *os.File) error {
+func (s *Syncer) fdatasync(f *os.File) error {
 	if syncHook != nil {
 		syncHook(f.Name())
 	}
@@ -193,23 +208,18 @@ func (s *walSyncer) fdatasync(f *os.File) error {
 	return nil
 }
 
-func syncPath(path string) error {
+func (s *Syncer) syncPath(path string) error {
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	if syncHook != nil {
-		syncHook(path)
-	}
-	if err := unix.Fdatasync(int(f.Fd())); err != nil {
-		return fmt.Errorf("sync memtable log %s: %w", path, err)
-	}
-	return nil
+	return s.fdatasync(f)
 }
 
-// close releases the syncer's files.
-func (s *walSyncer) close() error {
+// Close releases the Syncer's files. Close the database after it, or
+// before: the Syncer holds no lock of Badger's.
+func (s *Syncer) Close() error {
 	var err error
 	if s.f != nil {
 		err = s.f.Close()

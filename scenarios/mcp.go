@@ -1,0 +1,202 @@
+package scenarios
+
+import (
+	"fmt"
+	"net/url"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// MCPKindPrefix starts the effect kind of every tool call to an MCP
+// server: mcp.<server>.<tool>.
+const MCPKindPrefix = "mcp."
+
+// Where an MCP tool call's idempotency key comes from (mcp.keys).
+const (
+	// MCPKeysAgent: the agent gives it in the call's _meta
+	// (MCPMetaIdempotencyKey); a call without one is unkeyed. The default.
+	MCPKeysAgent = "agent"
+	// MCPKeysDerived: a call without a key of its own gets one the harness
+	// derives from the attempt's last durable checkpoint (its seq), the
+	// call's ordinal among the mutating calls since that checkpoint, the
+	// tool and its arguments' digest; read-only calls stay unkeyed. A key
+	// the agent gives still wins.
+	MCPKeysDerived = "derived"
+)
+
+// The _meta fields of MCP tool calls the gateway reads and writes.
+const (
+	// MCPMetaIdempotencyKey is the field of a tools/call's _meta holding
+	// the agent's idempotency key; the gateway passes the effect's key to
+	// the server in the same field.
+	MCPMetaIdempotencyKey = "overnight.dev/idempotency-key"
+	// MCPMetaReplayed is set to true in the _meta of a result answered
+	// from the journal rather than by the server.
+	MCPMetaReplayed = "overnight.dev/replayed"
+)
+
+// MCPToolSeparator joins a server's name and a tool's as the agent sees
+// the tool: <server>__<tool>.
+const MCPToolSeparator = "__"
+
+// MCPDataDir is the placeholder a command server's env values may use for
+// its data directory under the state dir.
+const MCPDataDir = "{{data_dir}}"
+
+// mcpToolName is what an OpenAI-style tool list accepts as a name.
+var mcpToolName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+
+// MCP is the mcp: block: the MCP servers the gateway fronts.
+type MCP struct {
+	Servers []MCPServer
+	Keys    string // MCPKeysAgent
+}
+
+// MCPServer is one MCP server of mcp.servers: a stdio Command the harness
+// starts, or a streamable HTTP URL already running.
+type MCPServer struct {
+	Name       string
+	Command    []string
+	Env        map[string]string // a command server's; values may hold MCPDataDir; nil if none
+	URL        string
+	Replayable bool
+	// Dir is the directory a command server runs in: the scenario file's
+	// ("" for a built-in scenario).
+	Dir string
+}
+
+// EffectKind is the effect kind of the server's tool: mcp.<server>.<tool>.
+func (s MCPServer) EffectKind(tool string) string { return MCPKindPrefix + s.Name + "." + tool }
+
+// ToolName is the tool as the agent sees it: <server>__<tool>.
+func (s MCPServer) ToolName(tool string) string { return s.Name + MCPToolSeparator + tool }
+
+// Label names the server for people: its name and where it runs.
+func (s MCPServer) Label() string {
+	if s.URL != "" {
+		return fmt.Sprintf("MCP server %s (%s)", s.Name, s.URL)
+	}
+	return fmt.Sprintf("MCP server %s (%s)", s.Name, strings.Join(s.Command, " "))
+}
+
+// CheckToolName reports why the agent could not be given tool of the
+// server as <server>__<tool> (nil: it can).
+func (s MCPServer) CheckToolName(tool string) error {
+	if name := s.ToolName(tool); !mcpToolName.MatchString(name) {
+		return fmt.Errorf("%s lists tool %q, and %q is not a tool name an agent's model accepts (%s)", s.Label(), tool, name, mcpToolName)
+	}
+	return nil
+}
+
+// MCPServer returns the scenario's MCP server called name.
+func (s *Scenario) MCPServer(name string) (MCPServer, bool) {
+	if s.MCP == nil {
+		return MCPServer{}, false
+	}
+	for _, m := range s.MCP.Servers {
+		if m.Name == name {
+			return m, true
+		}
+	}
+	return MCPServer{}, false
+}
+
+// MCPServers are the scenario's MCP servers (nil: none).
+func (s *Scenario) MCPServers() []MCPServer {
+	if s.MCP == nil {
+		return nil
+	}
+	return s.MCP.Servers
+}
+
+// HasAPIs reports whether the scenario declares HTTP APIs or MCP servers:
+// worlds beside (or instead of) its world:, behind one router.
+func (s *Scenario) HasAPIs() bool { return len(s.HTTP) > 0 || len(s.MCPServers()) > 0 }
+
+// mcp checks and builds mcp:, whose server names must differ from the
+// HTTP APIs' names.
+func (b *builder) mcp(m map[string]any, apis []HTTPAPI) *MCP {
+	out := &MCP{Keys: MCPKeysAgent}
+	if k, ok := m["keys"].(string); ok {
+		out.Keys = k
+	}
+	list, _ := m["servers"].([]any)
+	names := map[string]int{}
+	for i, v := range list {
+		sm, ok := v.(map[string]any)
+		if !ok {
+			continue
+		}
+		ptr, path := "/mcp/servers/"+strconv.Itoa(i), fmt.Sprintf("mcp.servers[%d]", i)
+		s := MCPServer{}
+		s.Name, _ = sm["name"].(string)
+		if j, dup := names[s.Name]; dup && s.Name != "" {
+			first := b.node("/mcp/servers/" + strconv.Itoa(j) + "/name")
+			b.errAt(ptr+"/name", "%s.name: %q is already declared at line %d column %d", path, s.Name, first.Line, first.Column)
+		}
+		names[s.Name] = i
+		if j := slices.IndexFunc(apis, func(a HTTPAPI) bool { return a.Name == s.Name }); j >= 0 && s.Name != "" {
+			first := b.node("/http/" + strconv.Itoa(j) + "/name")
+			b.errAt(ptr+"/name", "%s.name: %q is already the name of the HTTP API at line %d column %d", path, s.Name, first.Line, first.Column)
+		}
+		if strings.Contains(s.Name, MCPToolSeparator) {
+			b.errAt(ptr+"/name", "%s.name: %q holds %q, which separates a server's name from a tool's as the agent sees them", path, s.Name, MCPToolSeparator)
+		}
+		if cmd, ok := sm["command"].([]any); ok {
+			for _, c := range cmd {
+				if c, ok := c.(string); ok {
+					s.Command = append(s.Command, c)
+				}
+			}
+		}
+		s.URL, _ = sm["url"].(string)
+		s.Replayable, _ = sm["replayable"].(bool)
+		if env, ok := sm["env"].(map[string]any); ok && len(env) > 0 {
+			s.Env = map[string]string{}
+			for k, v := range env {
+				val, _ := v.(string)
+				s.Env[k] = val
+				if strings.HasPrefix(k, "OVERNIGHT_") {
+					b.errAt(ptr+"/env/"+escapePointer(k), "%s.env.%s: the prefix OVERNIGHT_ is reserved for the harness", path, k)
+				}
+				if rest := strings.ReplaceAll(val, MCPDataDir, ""); strings.Contains(rest, "{{") {
+					b.errAt(ptr+"/env/"+escapePointer(k), "%s.env.%s: %q: the only placeholder is %s", path, k, val, MCPDataDir)
+				}
+			}
+		}
+		var ways []string
+		for _, k := range []string{"command", "url", "image"} {
+			if _, ok := sm[k]; ok {
+				ways = append(ways, k)
+			}
+		}
+		switch {
+		case slices.Contains(ways, "image"):
+			b.errAt(ptr+"/image", "%s.image: an MCP server run as an image is not supported yet (give command: for a stdio server, or url: for one already running)", path)
+		case len(ways) > 1:
+			b.errAt(ptr+"/"+ways[1], "%s: give one of command and url, not %s", path, strings.Join(ways, " and "))
+		case len(ways) == 0:
+			b.errAt(ptr, "%s: give command: (a stdio server the harness starts) or url: (a streamable HTTP server already running)", path)
+		}
+		if s.URL != "" {
+			if u, err := url.Parse(s.URL); err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+				b.errAt(ptr+"/url", "%s.url: %q is not an http(s) URL", path, s.URL)
+			}
+			if _, ok := sm["env"]; ok {
+				b.errAt(ptr+"/env", "%s.env: only a command server has an environment (this one runs at %s)", path, s.URL)
+			}
+		}
+		if len(s.Command) > 0 {
+			if strings.HasPrefix(b.file, BuiltinPrefix) {
+				b.errAt(ptr+"/command", "%s.command: a built-in scenario cannot start an MCP server", path)
+			} else if abs, err := filepath.Abs(filepath.Dir(b.file)); err == nil {
+				s.Dir = abs
+			}
+		}
+		out.Servers = append(out.Servers, s)
+	}
+	return out
+}
