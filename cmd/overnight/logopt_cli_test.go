@@ -24,7 +24,8 @@ func invariant(res harness.Result, name string) harness.InvariantResult {
 
 var _ = Describe("overnight run logopt: the optimizer on the fleet world", func() {
 	It("cuts the fleet's log cost through a kill and an outage drawn from the seed, and passes", func(ctx SpecContext) {
-		o := overnight(ctx, stateDir(), nil, "run", "logopt", "-o", "json", "-q")
+		state := stateDir()
+		o := overnight(ctx, state, nil, "run", "logopt", "-o", "json", "-q")
 		Expect(o.code).To(Equal(0), o.stderr)
 		res := decodeResult(o.stdout)
 		Expect(res.Verdict).To(Equal("pass"), o.stdout)
@@ -37,6 +38,10 @@ var _ = Describe("overnight run logopt: the optimizer on the fleet world", func(
 		}
 		Expect(kinds).To(ConsistOf("kill", "netdrop"))
 		Expect(res.Effects.Duplicates).To(Equal(0))
+		md := overnight(ctx, state, nil, "report", res.RunID, "--format", "md")
+		Expect(md.code).To(Equal(0), md.stderr)
+		Expect(md.stdout).To(ContainSubstring("## What the agent claimed\n\nlog cost "))
+		Expect(md.stdout).To(ContainSubstring(`"reason": "api's log shipper parses only json or ecs: its text logs would be dropped"`), "the candidates and their measurements are in the report")
 		Expect(res.LLM).NotTo(BeNil())
 		Expect(res.LLM.Calls).To(Equal(1), "the scripted model chose the candidates once; the plan is in the checkpoint, so the attempt after the kill does not ask again")
 		Expect(invariant(res, "goal-reached").Detail).To(MatchRegexp(`^log cost [0-9.]+ -> [0-9.]+ \$/day \(down [0-9.]+%, want 30\.0%\); error visibility >= 0\.9 on all 5 services .*candidates: 11 applied, 4 rolled back, 0 only proposed; its claims agree: cost_before [0-9.]+, cost_after [0-9.]+, 11 kept, 4 rolled back$`))

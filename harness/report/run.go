@@ -1,6 +1,8 @@
 package report
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"html/template"
@@ -33,16 +35,20 @@ func RunJSON(w io.Writer, f *history.Full) error {
 
 // runModel is a run as its reports show it.
 type runModel struct {
-	Rec        history.RunRecord
-	Res        *history.Result
-	Agent      string
-	Verdict    string // pass, fail, unknown, or "" before the end
-	Reason     string
-	Started    string
-	Wall       string
-	Virtual    string
-	Steps      int
-	Claim      string
+	Rec     history.RunRecord
+	Res     *history.Result
+	Agent   string
+	Verdict string // pass, fail, unknown, or "" before the end
+	Reason  string
+	Started string
+	Wall    string
+	Virtual string
+	Steps   int
+	Claim   string
+	// Summary and Claims are what the agent sent with done: its report
+	// (Claims indented JSON; "" : none).
+	Summary    string
+	Claims     string
 	Reproduce  string
 	Invariants []history.InvariantResult
 	Faults     []faultRow
@@ -135,6 +141,13 @@ func newRunModel(f *history.Full) *runModel {
 	}
 	if m.Claim == "" {
 		m.Claim = history.OutcomeNone
+	}
+	if d := run.Done; d != nil {
+		m.Summary = d.Summary
+		var buf bytes.Buffer
+		if len(d.Claims) > 0 && json.Indent(&buf, d.Claims, "", "  ") == nil {
+			m.Claims = buf.String()
+		}
 	}
 	m.Poisoned, m.Rollbacks = history.PoisonOf(run.Checkpoints)
 	for _, fr := range run.Faults {
@@ -295,7 +308,11 @@ var runHTML = sync.OnceValue(func() *template.Template {
 {{if .Rollbacks}}<table><tr><th class="n">rollback</th><th class="n">attempt</th><th class="n">replaced</th><th>back to</th><th>effects since then (kept by the world)</th></tr>
 {{range .Rollbacks}}<tr><td class="n">{{.Seq}}</td><td class="n">{{.Attempt}}</td><td class="n">{{.Of}}</td><td>{{.FromText}}</td><td>{{range $i, $e := .RolledPast}}{{if $i}}, {{end}}{{$e}}{{end}}</td></tr>
 {{end}}</table>{{end}}
-{{end}}<h2>LLM</h2>
+{{end}}{{if or .Summary .Claims}}<h2>What the agent claimed</h2>
+{{with .Summary}}<p>{{.}}</p>
+{{end}}{{with .Claims}}<p class="muted">Its claims, sent with done (a world that judges claims holds them to what it shows: goal-reached):</p>
+<pre><code>{{.}}</code></pre>
+{{end}}{{end}}<h2>LLM</h2>
 <p>{{.LLMText}}</p>
 {{.Sections}}`))
 })
@@ -418,6 +435,15 @@ func RunMarkdown(w io.Writer, f *history.Full) error {
 		}
 		if len(rows) > 0 {
 			mdTable(&b, "| rollback | attempt | replaced | back to | effects since then (kept by the world) |\n|--:|--:|--:|---|---|", rows)
+		}
+	}
+	if m.Summary != "" || m.Claims != "" {
+		b.WriteString("## What the agent claimed\n\n")
+		if m.Summary != "" {
+			fmt.Fprintf(&b, "%s\n\n", mdEscape(m.Summary))
+		}
+		if m.Claims != "" {
+			fmt.Fprintf(&b, "Its claims, sent with done (a world that judges claims holds them to what it shows: goal-reached):\n\n```json\n%s\n```\n\n", m.Claims)
 		}
 	}
 	fmt.Fprintf(&b, "## LLM\n\n%s\n\n", m.LLMText())
