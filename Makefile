@@ -47,11 +47,13 @@ etcd: ## install Debian's etcd-server when etcd is missing (once; needs root)
 # against the in-process world's.
 bench: export GOMAXPROCS := 1
 bench: python-image etcd
-bench: ## measure the journal, the gateway (effects, LLM calls, the HTTP pass-through to etcd), the week, kill recovery, sandbox cold start, the gate, the reflection loop, the viewer's run list and a suite's throughput
+bench: ## measure the journal, the gateway (effects, LLM calls, the HTTP pass-through to etcd, calls beside a slow world, MCP tools/call), the week, kill recovery, sandbox cold start, the gate, the reflection loop, the viewer's run list and a suite's throughput
 	$(GO) test -run '^$$' -bench . -benchtime 20000x ./harness/journal
 	$(GO) test -run '^$$' -bench 'Effect|LLM' -benchtime 2000x ./harness
 	GOMAXPROCS=2 $(GO) test -run '^$$' -bench 'LLMOverhead' -benchtime 2000x ./harness
 	$(GO) test -run '^$$' -bench 'HTTPPassThrough' -benchtime 1000x ./harness
+	$(GO) test -run '^$$' -bench 'GatewayCallsBesideSlowWorld' -benchtime 300x ./harness
+	$(GO) test -run '^$$' -bench 'MCPCall' -benchtime 1000x ./harness
 	$(GO) test -run '^$$' -bench 'Week|KillRecovery' -benchtime 3x ./harness
 	$(GO) test -run '^$$' -bench ColdStart -benchtime 20x ./sandbox/docker
 	$(GO) test -run '^$$' -bench NeverSeenImage -benchtime 10x ./harness
@@ -80,7 +82,7 @@ fuzz: ## fuzz the parsers, the scenario expressions, the gateway protocol, its M
 	$(GO) test -run '^$$' -fuzz '^FuzzParseRequest$$' -fuzztime 30s ./harness/llm
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeRequest$$' -fuzztime 30s ./scenarios/world/remote
 
-demo: build ## deploy with the agent SIGKILLed after step 3, the naive agent caught, a week in seconds, then a failure reflected on and fixed
+demo: build ## deploy with the agent SIGKILLed after step 3, the naive agent caught, a week in seconds, a week optimising a fleet's logging, then a failure reflected on and fixed
 	@echo "== 1. The well-behaved deployer, SIGKILLed once its step-3 checkpoint is durable:"
 	@echo "   $(BIN) run deploy --seed 1 --fault kill@step:3"
 	@./$(BIN) --state $(DEMO_STATE) run deploy --seed 1 --fault kill@step:3
@@ -96,7 +98,13 @@ demo: build ## deploy with the agent SIGKILLed after step 3, the naive agent cau
 	@echo "   $(BIN) run week --seed 42"
 	@./$(BIN) --state $(DEMO_STATE) run week --seed 42
 	@echo
-	@echo "== 4. The reflection loop: the API changes to v2 after step 3 and the agent gives up."
+	@echo "== 4. A week optimising a microservice fleet's logging: candidates chosen by the (scripted)"
+	@echo "   model, tried on staging, kept or rolled back, through 3 restarts, 2 outages and a"
+	@echo "   dependency update that changes a logging library's default, all drawn from the seed."
+	@echo "   $(BIN) run logopt-week --seed 42"
+	@./$(BIN) --state $(DEMO_STATE) run logopt-week --seed 42
+	@echo
+	@echo "== 5. The reflection loop: the API changes to v2 after step 3 and the agent gives up."
 	@echo "   The harness replays the failure in isolation, diagnoses it, verifies a lesson there,"
 	@echo "   and only then lets the next attempt deploy (the lesson is written by the scripted test double)."
 	@echo "   $(BIN) run deploy-v2 --seed 3 --lessons none"

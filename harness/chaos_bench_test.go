@@ -70,7 +70,19 @@ func builtinScenario(b *testing.B, name string) *scenarios.Scenario {
 // 7 virtual days with 3 restarts, 2 outages and an API change.
 //
 //	go test -run '^$' -bench Week -benchtime 3x ./harness
-func BenchmarkWeek(b *testing.B) {
+func BenchmarkWeek(b *testing.B) { benchScenarioWall(b, "week") }
+
+// BenchmarkLogoptWeek measures the wall time of `overnight run
+// logopt-week --seed 42`: a week optimising the fleet's logging with 3
+// restarts, 2 outages and a dependency update; beside BenchmarkWeek in
+// one run:
+//
+//	go test -run '^$' -bench 'Week' -benchtime 3x ./harness
+func BenchmarkLogoptWeek(b *testing.B) { benchScenarioWall(b, "logopt-week") }
+
+// benchScenarioWall runs the built-in scenario name with seed 42 b.N
+// times and reports its wall time p50 and virtual/wall compression.
+func benchScenarioWall(b *testing.B, name string) {
 	h, done := benchHarness(b)
 	defer done()
 	ctx := context.Background()
@@ -84,10 +96,10 @@ func BenchmarkWeek(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		start := time.Now()
-		res, err := h.Run(ctx, harness.RunRequest{Scenario: builtinScenario(b, "week"), Seed: &seed})
+		res, err := h.Run(ctx, harness.RunRequest{Scenario: builtinScenario(b, name), Seed: &seed})
 		walls = append(walls, time.Since(start))
 		if err != nil || res.Verdict != harness.VerdictPass {
-			b.Fatalf("week: %v %+v", err, res)
+			b.Fatalf("%s: %v %+v", name, err, res)
 		}
 		virtual = time.Duration(res.VirtualMS) * time.Millisecond
 	}

@@ -80,6 +80,10 @@ func CheckScenario(scen *scenarios.Scenario, opts CheckOptions) error {
 	if opts.Faults != nil {
 		errs = append(errs, checkFaults(scen, opts.Faults, opts.Backend, opts.Worlds)...)
 	}
+	if scen.Report != nil && !opts.Backend.Has(sandbox.CapCopyOut) {
+		errs = append(errs, scen.ErrorAt("/report", "report: the agent's report file is copied out of its sandbox, which needs the sandbox backend's %s capability, which the %s backend lacks (it has: %s)",
+			sandbox.CapCopyOut, opts.Backend.Name, capabilityList(opts.Backend)))
+	}
 	errs = append(errs, checkInvariants(scen, opts.Invariants)...)
 	return errs.Err()
 }

@@ -44,6 +44,14 @@ var _ = Describe("checking a scenario against a sandbox backend's type", func() 
 		), "kill needs nothing beyond the contract")
 	})
 
+	It("refuses a report: file on a backend without copy-out, at the report key, naming the backend; Docker has it", func() {
+		scen := parse("report: {path: /workspace/report.md}\n")
+		err := harness.CheckScenario(scen, harness.CheckOptions{Backend: bareType})
+		Expect(err).To(MatchError("bare.yaml:7:9: report: the agent's report file is copied out of its sandbox, which needs the sandbox backend's copy-out capability, which the bare backend lacks (it has: none)"))
+		Expect(harness.CheckScenario(scen, harness.CheckOptions{Backend: harness.DefaultBackend()})).To(Succeed())
+		Expect(harness.CheckScenario(parse(""), harness.CheckOptions{Backend: bareType})).To(Succeed(), "without report: nothing is copied out")
+	})
+
 	It("accepts them on the Docker backend, which has every capability (no engine reached)", func() {
 		scen := parse("faults: [pause@step:2/30m, kill@step:3, disconnect@step:1/1h]\n")
 		Expect(harness.CheckScenario(scen, harness.CheckOptions{Faults: chaos.Default()})).To(Succeed())

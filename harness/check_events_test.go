@@ -10,10 +10,14 @@ import (
 )
 
 var _ = Describe("checking a fault that fires a world event", func() {
+	tasks := map[string]string{
+		"cloud": "{network: n, database: d, migration: 1, service: {name: s, image: i}, dns: s.example.com}",
+		"fleet": "{goal: {cost_cut: 0.3, visibility_floor: 0.9}}",
+	}
 	parse := func(world, faults string) *scenarios.Scenario {
 		s, err := scenarios.Parse("events.yaml", []byte("apiVersion: overnight/v1\nkind: Scenario\nname: events\nworld: "+world+"\n"+
 			"agent: {builtin: deployer}\n"+faults+"invariants: [no-duplicate-effects]\n"+
-			"task: {network: n, database: d, migration: 1, service: {name: s, image: i}, dns: s.example.com}\n"))
+			"task: "+tasks[world]+"\n"))
 		Expect(err).NotTo(HaveOccurred())
 		return s
 	}

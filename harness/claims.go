@@ -97,7 +97,10 @@ func consistencyOf(results []world.ClaimResult) *history.Consistency {
 			unknown = append(unknown, what)
 		}
 	}
-	c := &history.Consistency{Verdict: history.Consistent, Claims: results}
+	c := &history.Consistency{Verdict: history.Consistent, Claims: make([]history.ClaimVerdict, len(results))}
+	for i, r := range results {
+		c.Claims[i] = history.ClaimVerdict{Name: r.Claim.Name, Verdict: r.Verdict, Detail: r.Detail}
+	}
 	switch {
 	case len(contradicted) > 0:
 		c.Verdict, c.Reason = history.Poisoned, "the world contradicts "+strings.Join(contradicted, "; ")

@@ -2,6 +2,8 @@ package harness
 
 import (
 	"context"
+	"encoding/json"
+	"slices"
 	"testing"
 	"time"
 
@@ -10,36 +12,59 @@ import (
 
 // BenchmarkCheckpointClaims measures a checkpoint round trip (the SDK over
 // the unix socket, the gateway, a durable journal write, the reply) with
-// and without two claims the cloud world judges as it is written; the
-// claims' cost is the difference.
+// and without two claims the cloud world judges (both hold) as it is written. The two
+// alternate within one run, so both meet the same disk and the same
+// neighbours; it reports each one's median and the claims' overhead on it
+// (target ≤ 10%), and the judgement alone (judge-ns).
 //
-//	go test -run '^$' -bench CheckpointClaims ./harness
+//	go test -run '^$' -bench CheckpointClaims -benchtime 4000x ./harness
 func BenchmarkCheckpointClaims(b *testing.B) {
 	state := map[string]any{"network_id": "net-1", "database_id": "db-1", "migrated": 3}
 	claims := []map[string]any{
 		{cloud.ClaimExists: map[string]string{"kind": "network", "name": "bench-net"}},
-		{cloud.ClaimMigrated: map[string]any{"database": "bench-db", "version": 3}},
+		{cloud.ClaimExists: map[string]string{"kind": "network", "id": "net-1"}},
 	}
-	for _, bc := range []struct {
-		name   string
-		claims any
-	}{{"without", nil}, {"with", claims}} {
-		b.Run(bc.name, func(b *testing.B) {
-			c, _, stop := benchRun(b)
-			defer stop()
-			ctx := context.Background()
-			_, _ = c.Effect(ctx, cloud.KindCreateNetwork, map[string]string{"name": "bench-net"})
-			lat := make([]time.Duration, 0, b.N)
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				start := time.Now()
-				if _, err := c.CheckpointClaims(ctx, i+1, state, bc.claims); err != nil {
-					b.Fatalf("checkpoint %d: %v", i+1, err)
-				}
-				lat = append(lat, time.Since(start))
-			}
-			b.StopTimer()
-			reportPercentiles(b, lat)
-		})
+	c, r, stop := benchRun(b)
+	defer stop()
+	ctx := context.Background()
+	if _, err := c.Effect(ctx, cloud.KindCreateNetwork, map[string]string{"name": "bench-net"}); err != nil {
+		b.Fatal(err)
 	}
+	var with, without []time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		var cl any
+		if i%2 == 1 {
+			cl = claims
+		}
+		start := time.Now()
+		if _, err := c.CheckpointClaims(ctx, i+1, state, cl); err != nil {
+			b.Fatalf("checkpoint %d: %v", i+1, err)
+		}
+		if d := time.Since(start); cl != nil {
+			with = append(with, d)
+		} else {
+			without = append(without, d)
+		}
+	}
+	b.StopTimer()
+	raw, _ := json.Marshal(claims)
+	judge := claimsJudge{scen: r.scen, world: r.world}
+	const n = 2000
+	start := time.Now()
+	for range n {
+		if _, err := judge.judge(ctx, raw); err != nil {
+			b.Fatal(err)
+		}
+	}
+	judgeNS := float64(time.Since(start).Nanoseconds()) / n
+	if len(with) == 0 || len(without) == 0 {
+		return
+	}
+	p50 := func(l []time.Duration) float64 { slices.Sort(l); return float64(l[len(l)/2].Nanoseconds()) }
+	pw, po := p50(with), p50(without)
+	b.ReportMetric(po, "p50-without-ns")
+	b.ReportMetric(pw, "p50-with-ns")
+	b.ReportMetric(100*(pw-po)/po, "overhead-%")
+	b.ReportMetric(judgeNS, "judge-ns")
 }

@@ -2,6 +2,7 @@ package harness
 
 import (
 	"context"
+	"net/http/httptest"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -10,6 +11,8 @@ import (
 	"github.com/overnight-dev/overnight/sandbox/protocol"
 	"github.com/overnight-dev/overnight/scenarios"
 	"github.com/overnight-dev/overnight/scenarios/cloud"
+	"github.com/overnight-dev/overnight/scenarios/world"
+	"github.com/overnight-dev/overnight/scenarios/world/remote"
 )
 
 // claimsScenario names a CEL judge of its own beside the cloud world's.
@@ -113,5 +116,40 @@ var _ = Describe("claims on a checkpoint", func() {
 		Expect(status).To(Equal(400))
 		Expect(body).To(ContainSubstring("claims: want a list of objects"))
 		Expect(lr.checkpoints()).To(BeEmpty())
+	})
+})
+
+var _ = Describe("claims on a checkpoint, against a remote world", func() {
+	It("are judged by the scenario's CEL over the remote world's state; the world's own judge is unknown across the protocol", func(ctx SpecContext) {
+		srv, err := remote.NewServer(ctx, cloud.Definition(), world.NewMemStore(), nil)
+		Expect(err).NotTo(HaveOccurred())
+		hs := httptest.NewServer(srv)
+		DeferCleanup(hs.Close)
+
+		h, err := Open(ctx, Options{StateDir: GinkgoT().TempDir()})
+		Expect(err).NotTo(HaveOccurred())
+		scen, err := scenarios.Parse("claims-remote.yaml", []byte(claimsScenario))
+		Expect(err).NotTo(HaveOccurred())
+		scen.World = scenarios.World{Name: "cloud", URL: hs.URL, Options: map[string]any{}}
+		id, err := h.create(ctx, RunRequest{Scenario: scen, World: hs.URL})
+		Expect(err).NotTo(HaveOccurred())
+		lr := liveRunOf(h, id)
+		c := lr.sdk(lr.attempt())
+		_, err = c.Effect(ctx, cloud.KindSetDNS, map[string]string{"host": "s.example.com", "target": "svc-1.cloud.internal"})
+		Expect(err).NotTo(HaveOccurred())
+
+		_, err = c.CheckpointClaims(ctx, 1, nil, []map[string]any{
+			{"dns_points_at": map[string]string{"host": "s.example.com", "target": "svc-1.cloud.internal"}},
+			{"dns_points_at": map[string]string{"host": "s.example.com", "target": "elsewhere"}},
+			{cloud.ClaimExists: map[string]string{"kind": "dns", "name": "s.example.com"}},
+		})
+		Expect(err).NotTo(HaveOccurred())
+		cp := lr.checkpoints()[0]
+		Expect(cp.Consistency.Verdict).To(Equal(history.Poisoned))
+		verdicts := []string{}
+		for _, v := range cp.Consistency.Claims {
+			verdicts = append(verdicts, v.Verdict)
+		}
+		Expect(verdicts).To(Equal([]string{world.ClaimHolds, world.ClaimContradicted, world.ClaimUnknown}))
 	})
 })

@@ -84,6 +84,9 @@ const (
 	FailureCrashLoop     = "crash_loop"     // max_attempts attempts ended without done
 	FailureBudget        = "budget"         // the LLM budget is spent
 	FailureInvariant     = "invariant"      // an always invariant was seen violated while the run is live
+	// FailurePoisoned: the world contradicts the claims of a checkpoint
+	// the agent wrote (Checkpoint) or of its done (Checkpoint 0).
+	FailurePoisoned = "poisoned_checkpoint"
 )
 
 // Failure is something that went wrong in a run, as it happened.
@@ -97,7 +100,10 @@ type Failure struct {
 	Effect *history.EffectRecord
 	// Invariant names the violated invariant (FailureInvariant).
 	Invariant string
-	Virtual   time.Time
+	// Checkpoint is the poisoned checkpoint's seq (FailurePoisoned; 0:
+	// the claims of done).
+	Checkpoint int64
+	Virtual    time.Time
 }
 
 // FailureHook hears of failures once they are durable, without the run's

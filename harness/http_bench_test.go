@@ -36,7 +36,8 @@ limits: {horizon: 10d}
 // /v1/http/etcd/<token>/v3/kv/put (route match, the effect path: intent,
 // the upstream, the journal of its answer, the result — each durable — and
 // the duplicates check), interleaved in one run, beside the floor of two
-// durable journal appends measured in the same run. harness-share is each
+// durable journal appends measured in the same run, and the gateway's own
+// round trip (GET /v1/clock over the same socket). harness-share is each
 // pass-through's time less its round trip to etcd (timed at the world's
 // transport): what the harness itself adds, whatever etcd took.
 //
@@ -58,29 +59,8 @@ func BenchmarkHTTPPassThrough(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	id, err := h.create(ctx, RunRequest{Scenario: scen})
-	if err != nil {
-		b.Fatal(err)
-	}
-	r, err := h.load(ctx, id)
-	if err != nil {
-		b.Fatal(err)
-	}
-	sock, stopServer, err := serveGateway(r)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer func() {
-		stopServer()
-		_ = h.Close()
-	}()
-	token, err := r.beginAttempt(ctx, 1, false)
-	if err != nil {
-		b.Fatal(err)
-	}
-	viaSocket := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
-	}}}
+	r, viaSocket, token, stop := startBenchRun(ctx, b, h, scen)
+	defer stop()
 	// The world's client goes through http.DefaultTransport: timed there,
 	// its share of each pass-through is the upstream's, the rest the
 	// harness's. The direct client has a transport of its own.
@@ -99,28 +79,20 @@ func BenchmarkHTTPPassThrough(b *testing.B) {
 		if key == "gateway" {
 			req.Header.Set("Idempotency-Key", fmt.Sprintf("put-%d", n))
 		}
-		resp, err := c.Do(req)
-		if err != nil {
-			b.Fatal(err)
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			b.Fatalf("%s: %s", url, resp.Status)
-		}
+		doOK(b, c, req)
 		return time.Since(start)
 	}
-	appends := func(n int) time.Duration {
+	// The gateway's own round-trip floor: GET /v1/clock by the same
+	// client over the same socket (auth, routing, a lock, a small JSON
+	// answer; nothing durable).
+	clock := func() time.Duration {
 		start := time.Now()
-		for k := range 2 {
-			key := []byte(fmt.Sprintf("bench-floor/%d/%d", n, k))
-			if err := h.j.Commit(ctx, journal.Entry{Key: key, Value: []byte(`{"status":"intent"}`)}); err != nil {
-				b.Fatal(err)
-			}
-		}
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://gateway/v1/clock", nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		doOK(b, viaSocket, req)
 		return time.Since(start)
 	}
-	var viaGateway, viaDirect, floor, harnessShare []time.Duration
+	var viaGateway, viaDirect, floor, harnessShare, clocks []time.Duration
 	before := h.j.Stats()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -128,7 +100,8 @@ func BenchmarkHTTPPassThrough(b *testing.B) {
 		g := put(viaSocket, "http://gateway/v1/http/etcd/"+token+"/v3/kv/put", "", "gateway", i)
 		viaGateway = append(viaGateway, g)
 		harnessShare = append(harnessShare, g-timed.last)
-		floor = append(floor, appends(i))
+		floor = append(floor, floorAppends(ctx, b, h, i))
+		clocks = append(clocks, clock())
 	}
 	b.StopTimer()
 	after := h.j.Stats()
@@ -144,9 +117,72 @@ func BenchmarkHTTPPassThrough(b *testing.B) {
 	b.ReportMetric(float64((g-d).Microseconds())/1000, "overhead-p50-ms")
 	b.ReportMetric(float64(f.Microseconds())/1000, "two-appends-p50-ms")
 	b.ReportMetric(float64(p50(harnessShare).Microseconds())/1000, "harness-share-p50-ms")
+	c := p50(clocks)
+	b.ReportMetric(float64(c.Microseconds())/1000, "gateway-clock-p50-ms")
+	// What the overhead holds beyond the two floors: the syncs' and the
+	// gateway's round trip.
+	b.ReportMetric(float64((g-d-f-c).Microseconds())/1000, "overhead-beyond-floors-p50-ms")
 	// Durable writes per pass-through: every sync of the run less the
 	// floor's two per round.
 	b.ReportMetric(float64(after.Syncs-before.Syncs)/float64(b.N)-2, "syncs/op")
+}
+
+// doOK sends req, reads its answer to the end and fails the benchmark
+// unless it is 200 OK.
+func doOK(b *testing.B, c *http.Client, req *http.Request) {
+	resp, err := c.Do(req)
+	if err != nil {
+		b.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b.Fatalf("%s %s: %s", req.Method, req.URL, resp.Status)
+	}
+}
+
+// startBenchRun records a run of scen on h, loads it, serves its gateway
+// on a unix socket and begins attempt 1: the run, an HTTP client of that
+// socket, the attempt's token, and what stops it all (h included).
+func startBenchRun(ctx context.Context, b *testing.B, h *Harness, scen *scenarios.Scenario) (*run, *http.Client, string, func()) {
+	id, err := h.create(ctx, RunRequest{Scenario: scen})
+	if err != nil {
+		b.Fatal(err)
+	}
+	r, err := h.load(ctx, id)
+	if err != nil {
+		b.Fatal(err)
+	}
+	sock, stopServer, err := serveGateway(r)
+	if err != nil {
+		b.Fatal(err)
+	}
+	stop := func() {
+		stopServer()
+		_ = h.Close()
+	}
+	token, err := r.beginAttempt(ctx, 1, false)
+	if err != nil {
+		stop()
+		b.Fatal(err)
+	}
+	viaSocket := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+	}}}
+	return r, viaSocket, token, stop
+}
+
+// floorAppends times two durable journal appends: the floor a call
+// through the gateway is measured beside.
+func floorAppends(ctx context.Context, b *testing.B, h *Harness, n int) time.Duration {
+	start := time.Now()
+	for k := range 2 {
+		key := []byte(fmt.Sprintf("bench-floor/%d/%d", n, k))
+		if err := h.j.Commit(ctx, journal.Entry{Key: key, Value: []byte(`{"status":"intent"}`)}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return time.Since(start)
 }
 
 // timingTransport times each round trip it carries; last is the latest's.

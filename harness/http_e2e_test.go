@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -154,10 +155,11 @@ var _ = Describe("a verify-gated put to etcd, reflected on against a scratch etc
 		})
 	}, NodeTimeout(5*time.Minute))
 
-	// setUp starts etcd and a harness with the reflection loop, and reads
-	// examples/etcd/reflect.yaml pointed at both — without its shadow:
-	// block when noShadow.
-	setUp := func(ctx SpecContext, noShadow bool) (*harnesstest.Etcd, *harness.Harness, *scenarios.Scenario) {
+	// setUpWith starts etcd and a harness with the reflection loop, and
+	// reads examples/etcd/reflect.yaml pointed at both — without its
+	// shadow: block when noShadow; acting on world: cloud too when
+	// withWorld (the agent then creates a network there before its puts).
+	setUpWith := func(ctx SpecContext, noShadow, withWorld bool) (*harnesstest.Etcd, *harness.Harness, *scenarios.Scenario) {
 		e := harnesstest.StartEtcd(ctx, GinkgoT(), GinkgoT().TempDir())
 		DeferCleanup(e.Stop)
 		GinkgoT().Setenv("ETCD_TOKEN", e.Token)
@@ -171,11 +173,20 @@ var _ = Describe("a verify-gated put to etcd, reflected on against a scratch etc
 			Expect(to).To(BeNumerically(">", from))
 			text = text[:from] + text[to:]
 		}
+		if withWorld {
+			text = strings.Replace(text, "\nagent:\n", "\nworld: cloud\nagent:\n", 1)
+			// The cloud world checks the task has the shape of its own goal,
+			// which goal: (the etcd probe) replaces here.
+			text = strings.Replace(text, "\ntask:\n", "\ntask:\n  network: shadow-net\n  dns: api.example.com\n  service: {name: api}\n", 1)
+		}
 		scen, err := scenarios.Parse(path, []byte(text))
 		Expect(err).NotTo(HaveOccurred())
 		ext, err := reflect.New(reflect.Options{})
 		Expect(err).NotTo(HaveOccurred())
 		return e, newHarnessWith(ctx, dockerCli, nil, harness.Options{Extension: ext}), scen
+	}
+	setUp := func(ctx SpecContext, noShadow bool) (*harnesstest.Etcd, *harness.Harness, *scenarios.Scenario) {
+		return setUpWith(ctx, noShadow, false)
 	}
 
 	It("holds the agent's puts until a lesson is verified on a shadow etcd restored from the run, and the real etcd sees only the run's requests", func(ctx SpecContext) {
@@ -232,8 +243,11 @@ var _ = Describe("a verify-gated put to etcd, reflected on against a scratch etc
 		Expect(os.ReadDir(filepath.Join(h.StateDir(), "shadows"))).To(BeEmpty(), "every scratch etcd removed with its isolated run")
 	}, SpecTimeout(5*time.Minute))
 
-	It("says no shadow can be built when the API declares none, and keeps the gate shut: the real etcd gets nothing more", func(ctx SpecContext) {
-		e, h, scen := setUp(ctx, true)
+	// gaveUp runs the scenario without its shadow: block (and with world:
+	// cloud when withWorld): the reflection gives up, its reason holding
+	// each of reasons, and the shut gate lets no put through.
+	gaveUp := func(ctx SpecContext, withWorld bool, reasons ...string) {
+		e, h, scen := setUpWith(ctx, true, withWorld)
 		before, err := e.Revision(ctx)
 		Expect(err).NotTo(HaveOccurred())
 		res, err := h.Run(ctx, harness.RunRequest{Scenario: scen})
@@ -242,10 +256,146 @@ var _ = Describe("a verify-gated put to etcd, reflected on against a scratch etc
 		Expect(res.Reflections).To(HaveLen(1))
 		r := res.Reflections[0]
 		Expect(r.Decision).To(Equal(history.DecisionGaveUp))
-		Expect(r.Reason).To(ContainSubstring("HTTP API etcd declares no shadow"))
+		for _, reason := range reasons {
+			Expect(r.Reason).To(ContainSubstring(reason))
+		}
 		after, err := e.Revision(ctx)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(after-before).To(BeEquivalentTo(1), "put-0 alone: the refused put changed nothing, and no put passed the shut gate")
+	}
+
+	It("says no shadow can be built when the API declares none, and keeps the gate shut: the real etcd gets nothing more", func(ctx SpecContext) {
+		gaveUp(ctx, false, "HTTP API etcd declares no shadow")
+	}, SpecTimeout(5*time.Minute))
+
+	// revisions polls etcd's revision until the spec ends, each sample
+	// with its wall time.
+	type sample struct {
+		at, end time.Time // the read began at at and was answered at end
+		rev     int64
+	}
+	revisions := func(ctx SpecContext, e *harnesstest.Etcd) func() []sample {
+		var mu sync.Mutex
+		var out []sample
+		stop := make(chan struct{})
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for {
+				at := time.Now()
+				if rev, err := e.Revision(ctx); err == nil {
+					mu.Lock()
+					out = append(out, sample{at, time.Now(), rev})
+					mu.Unlock()
+				}
+				select {
+				case <-stop:
+					return
+				case <-time.After(20 * time.Millisecond):
+				}
+			}
+		}()
+		return func() []sample {
+			close(stop)
+			<-done
+			mu.Lock()
+			defer mu.Unlock()
+			return append([]sample(nil), out...)
+		}
+	}
+
+	It("with world: cloud as well, shadows both — the cloud world rebuilt, a scratch etcd restored — and the real etcd's revision stands still through the reflection", func(ctx SpecContext) {
+		e, h, scen := setUpWith(ctx, false, true)
+		Expect(scen.HasWorld()).To(BeTrue())
+		stop := revisions(ctx, e)
+		res, err := h.Run(ctx, harness.RunRequest{Scenario: scen})
+		Expect(err).NotTo(HaveOccurred())
+		samples := stop()
+		logs, _ := h.Logs(res.RunID)
+		Expect(res.Verdict).To(Equal(harness.VerdictPass), "%s\n%+v\n%+v", res.Reason, res.Invariants, logs)
+		Expect(res.Reflections).To(HaveLen(1))
+		r := res.Reflections[0]
+		Expect(r.Decision).To(Equal(history.DecisionVerify), "%+v", r)
+		Expect(r.Verification.Verdict).To(Equal(harness.VerdictPass), "verified on the shadows")
+
+		// The verification's worlds: the cloud network came with the fork
+		// (rebuilt in its own key space), the puts went to its scratch etcd.
+		refls, err := h.History().Reflections(res.RunID)
+		Expect(err).NotTo(HaveOccurred())
+		verification, err := h.History().Load(ctx, refls[0].Verification.RunID)
+		Expect(err).NotTo(HaveOccurred())
+		var kinds []string
+		for _, l := range verification.Ledger {
+			kinds = append(kinds, l.Kind)
+		}
+		Expect(kinds).To(ContainElement("cloud.create_network"), "the shadow cloud world holds the network the real run created")
+		Expect(kinds).To(ContainElement("http.etcd.put"))
+		var done []string
+		for _, eff := range verification.Effects {
+			if eff.Status == protocol.StatusDone {
+				done = append(done, eff.Key)
+			}
+		}
+		Expect(done).To(Equal([]string{"network", "put-0", "put-1/no-lease", "put-2/no-lease"}))
+
+		// The real etcd, read before and after the reflection — from the
+		// first isolated run's start to the verification's end: unchanged.
+		var ids []string
+		for _, rp := range refls[0].Replays {
+			ids = append(ids, rp.RunID)
+		}
+		ids = append(ids, refls[0].Verification.RunID)
+		var from, to time.Time
+		for _, id := range ids {
+			rec, err := h.History().Run(id)
+			Expect(err).NotTo(HaveOccurred())
+			if from.IsZero() || rec.StartedAt.Before(from) {
+				from = rec.StartedAt
+			}
+			if rec.EndedAt.After(to) {
+				to = rec.EndedAt
+			}
+		}
+		var trace []string
+		last := int64(-1)
+		for _, smp := range samples {
+			if smp.rev != last {
+				trace = append(trace, fmt.Sprintf("%s rev %d", smp.at.Format("15:04:05.000"), smp.rev))
+				last = smp.rev
+			}
+		}
+		for _, id := range ids {
+			rec, _ := h.History().Run(id)
+			trace = append(trace, fmt.Sprintf("isolated %s %s .. %s", id, rec.StartedAt.Format("15:04:05.000"), rec.EndedAt.Format("15:04:05.000")))
+		}
+		realRun, err := h.History().Load(ctx, res.RunID)
+		Expect(err).NotTo(HaveOccurred())
+		for _, l := range realRun.Ledger {
+			trace = append(trace, fmt.Sprintf("real ledger %d %s %s %s", l.Seq, l.Kind, l.Key, l.Outcome.Status))
+		}
+		// Every read made wholly within the reflection answers the same
+		// revision: the real run's, after its put-0.
+		var during []int64
+		for _, smp := range samples {
+			if !smp.at.Before(from) && !smp.end.After(to) {
+				during = append(during, smp.rev)
+			}
+		}
+		Expect(during).NotTo(BeEmpty(), "revisions read during the reflection")
+		for _, rev := range during {
+			Expect(rev).To(Equal(during[0]), "etcd's revision moved during the reflection (%s .. %s):\n%s", from, to, strings.Join(trace, "\n"))
+		}
+		final := samples[len(samples)-1].rev
+		Expect(final-during[0]).To(BeEquivalentTo(2), "after the reflection, the real run's two corrected puts alone")
+		GinkgoWriter.Printf("etcd's revision through the reflection (%s): %d reads, all %d; %d at the end\n", to.Sub(from), len(during), during[0], final)
+		run, err := h.History().Load(ctx, res.RunID)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(os.ReadDir(filepath.Join(h.StateDir(), "shadows"))).To(BeEmpty())
+		Expect(run.Record.Result.Verdict).To(Equal(harness.VerdictPass))
+	}, SpecTimeout(5*time.Minute))
+
+	It("with world: cloud as well, says no shadow can be built when the API declares none, and keeps the gate shut for its guarded kinds: the real etcd gets nothing more", func(ctx SpecContext) {
+		gaveUp(ctx, true, "HTTP API etcd declares no shadow", "world cloud could be shadowed")
 	}, SpecTimeout(5*time.Minute))
 })
 

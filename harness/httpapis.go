@@ -89,7 +89,7 @@ func (h *Harness) openHTTPWorlds(ctx context.Context, rec history.RunRecord, sce
 		answers, _ = h.w.AnswersStore(rec.ID)
 	}
 	return httpworld.Assemble(scen, store, answers, prefix, base, func(a scenarios.HTTPAPI, store world.Store, prefix []byte) (*httpworld.World, error) {
-		cfg := httpworld.Config{API: a}
+		cfg := httpworld.Config{API: a, Blobs: h.blobs()}
 		if rec.Isolated != nil {
 			// An isolated run acts on the API's shadow, a scratch upstream
 			// the harness started for it, with no credential: the real
@@ -128,3 +128,19 @@ func (h *Harness) openHTTPWorlds(ctx context.Context, rec history.RunRecord, sce
 		return mcpworld.OpenConn(ctx, c, store, prefix)
 	})
 }
+
+// journalBlobs are the state dir's journal blobs, for the bodies of large
+// answers (httpworld.Blobs).
+type journalBlobs struct {
+	w *history.Writer
+	r *history.Reader
+}
+
+func (b journalBlobs) PutBlob(ctx context.Context, data []byte) (string, error) {
+	return b.w.PutBlob(ctx, data)
+}
+
+func (b journalBlobs) Blob(hash string) ([]byte, error) { return b.r.Blob(hash) }
+
+// blobs are the harness's journal blobs as httpworld.Blobs.
+func (h *Harness) blobs() httpworld.Blobs { return journalBlobs{w: h.w, r: h.history} }

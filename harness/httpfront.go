@@ -33,7 +33,10 @@ const (
 // is reconciled first.
 const retryInDoubt = time.Second
 
-var _ gateway.HTTPBackend = (*run)(nil)
+var (
+	_ gateway.HTTPBackend = (*run)(nil)
+	_ gateway.HTTPLimiter = (*run)(nil)
+)
 
 // HTTPCall implements gateway.HTTPBackend: one request of the agent to one
 // of the scenario's HTTP APIs is matched to its route, run down the effect
@@ -73,7 +76,7 @@ func (r *run) HTTPCall(ctx context.Context, c gateway.Caller, req gateway.HTTPRe
 		}
 		return gateway.HTTPResponse{}, err
 	}
-	return httpAnswer(api, route, res)
+	return httpAnswer(api, route, res, r.h.blobs())
 }
 
 func orNone(names []string) string {
@@ -131,8 +134,18 @@ func encodeQuery(req gateway.HTTPRequest) string {
 	return "?" + req.Query.Encode()
 }
 
-// httpAnswer is the HTTP answer to an effect's result.
-func httpAnswer(api scenarios.HTTPAPI, route scenarios.HTTPRoute, res protocol.EffectResult) (gateway.HTTPResponse, error) {
+// HTTPMaxBody implements gateway.HTTPLimiter: API api's max_body (0: no
+// such API).
+func (r *run) HTTPMaxBody(api string) int64 {
+	if a, ok := r.scen.HTTPAPI(api); ok {
+		return httpworld.MaxBody(a)
+	}
+	return 0
+}
+
+// httpAnswer is the HTTP answer to an effect's result, a body kept as a
+// blob read from blobs.
+func httpAnswer(api scenarios.HTTPAPI, route scenarios.HTTPRoute, res protocol.EffectResult, blobs httpworld.Blobs) (gateway.HTTPResponse, error) {
 	header := http.Header{}
 	if res.Replayed {
 		header.Set(gateway.HeaderIdempotentReplayed, "true")
@@ -144,8 +157,12 @@ func httpAnswer(api scenarios.HTTPAPI, route scenarios.HTTPRoute, res protocol.E
 			return gateway.HTTPResponse{}, fmt.Errorf("effect %s of %s is done with a result the pass-through cannot read: %s", res.Key, route, res.Result)
 		}
 		if out.TooLarge > 0 {
-			return gateway.HTTPResponse{}, gateway.Errorf(http.StatusBadGateway, "too_large",
-				"%s of HTTP API %s was done, and its answer (%d bytes) is over the %d bytes the gateway carries; it was not kept", route, api.Name, out.TooLarge, httpworld.MaxResponseBytes)
+			return gateway.HTTPResponse{}, gateway.Errorf(http.StatusBadGateway, httpworld.CodeTooLarge,
+				"%s of HTTP API %s was done, and its answer (%d bytes) was over the limit; it was not kept", route, api.Name, out.TooLarge)
+		}
+		out, err := out.Resolve(blobs)
+		if err != nil {
+			return gateway.HTTPResponse{}, fmt.Errorf("effect %s of %s: %w", res.Key, route, err)
 		}
 		if out.Reconciled {
 			header.Set("Overnight-Reconciled", "true")
@@ -163,6 +180,10 @@ func httpAnswer(api scenarios.HTTPAPI, route scenarios.HTTPRoute, res protocol.E
 			return gateway.HTTPResponse{}, gateway.Errorf(http.StatusBadGateway, "failed", "%s of HTTP API %s failed", route, api.Name)
 		}
 		if out, ok := httpworld.ResultOf(e.Details); ok && strings.HasPrefix(e.Code, "http_") {
+			out, err := out.Resolve(blobs)
+			if err != nil {
+				return gateway.HTTPResponse{}, fmt.Errorf("effect %s of %s: %w", res.Key, route, err)
+			}
 			return upstreamAnswer(header, out), nil // the upstream's own refusal
 		}
 		ge := gateway.Errorf(e.Status, e.Code, "%s of HTTP API %s: %s", route, api.Name, e.Message)

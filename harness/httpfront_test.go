@@ -72,6 +72,11 @@ func (u *kvUpstream) serve(w http.ResponseWriter, r *http.Request) {
 		u.mu.Unlock()
 		_ = json.NewEncoder(w).Encode(map[string]any{"count": strconv.Itoa(min(v, 1)), "version": strconv.Itoa(v)})
 		return
+	case "/kv/big":
+		// An answer of a size the request asks for (its value, in bytes).
+		n, _ := strconv.Atoi(req.Value)
+		_ = json.NewEncoder(w).Encode(map[string]any{"key": req.Key, "pad": strings.Repeat("x", n)})
+		return
 	case "/kv/put":
 	default:
 		http.NotFound(w, r)
@@ -118,11 +123,18 @@ func (u *kvUpstream) serve(w http.ResponseWriter, r *http.Request) {
 // args.key, not idempotent) with a lookup, or without one.
 func kvScenario(url string, lookup bool) *scenarios.Scenario {
 	GinkgoHelper()
+	sc, err := scenarios.Parse("kv.yaml", []byte(kvScenarioText(url, lookup)))
+	Expect(err).NotTo(HaveOccurred())
+	return sc
+}
+
+// kvScenarioText is kvScenario's file.
+func kvScenarioText(url string, lookup bool) string {
 	l := ""
 	if lookup {
 		l = `    lookup: {route: "POST /kv/get", body: '{"key": args.key}', found: 'int(response.count) > 0'}` + "\n"
 	}
-	text := fmt.Sprintf(`apiVersion: overnight/v1
+	return fmt.Sprintf(`apiVersion: overnight/v1
 kind: Scenario
 name: kv
 agent: {builtin: deployer}
@@ -140,9 +152,6 @@ http:
 task: {key: a}
 limits: {horizon: 10d}
 `, url, l)
-	sc, err := scenarios.Parse("kv.yaml", []byte(text))
-	Expect(err).NotTo(HaveOccurred())
-	return sc
 }
 
 // kvEnv is the harness's environment of these specs: the credential.
@@ -458,6 +467,47 @@ var _ = Describe("the HTTP pass-through: an agent's own HTTP requests as effects
 		_, puts, _ := kv.state("a")
 		Expect(puts).To(Equal(sent), "nothing reached the upstream in the replay")
 		Expect(lr.r.rec.HTTPReplay).To(Equal(recorded))
+	})
+
+	It("bounds request and answer bodies by the API's max_body, and keeps an answer over 64 KiB as a journal blob, not inline", func() {
+		text := strings.Replace(kvScenarioText(kv.URL, true), "    timeout: 300ms\n", "    timeout: 300ms\n    max_body: 200KiB\n", 1)
+		text = strings.Replace(text, `      - {route: "POST /kv/get", kind: get, read_only: true}`+"\n",
+			`      - {route: "POST /kv/get", kind: get, read_only: true}`+"\n"+`      - {route: "POST /kv/big", kind: big, read_only: true}`+"\n", 1)
+		scen, err := scenarios.Parse("kv.yaml", []byte(text))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(scen.HTTP[0].MaxBody).To(BeEquivalentTo(200 << 10))
+		lr := liveKVRun(scen)
+		tok := lr.attempt()
+
+		status, _, body := lr.call(tok, "kv", "POST", "/kv/big", "big-1", `{"key":"a","value":"100000"}`)
+		Expect(status).To(Equal(200), body)
+		Expect(body).To(HaveLen(100000 + len(`{"key":"a","pad":""}`)))
+		Expect(body).To(MatchJSON(`{"key":"a","pad":"`+strings.Repeat("x", 100000)+`"}`), "the whole answer, read back from its blob")
+		ledger := lr.ledger()
+		Expect(ledger).To(HaveLen(1))
+		Expect(len(ledger[0].Outcome.Result)).To(BeNumerically("<", 1024), "the journal record refers to the body by hash: %.200s", ledger[0].Outcome.Result)
+		Expect(string(ledger[0].Outcome.Result)).To(MatchRegexp(`"body_blob":"[0-9a-f]{64}","body_size":100021`))
+		Expect(len(lr.effect("big-1").Result)).To(BeNumerically("<", 1024), "and so does the effect's result")
+		status, h, body := lr.call(tok, "kv", "POST", "/kv/big", "big-1", `{"key":"a","value":"100000"}`)
+		Expect(status).To(Equal(200))
+		Expect(h.Get("Idempotent-Replayed")).To(Equal("true"))
+		Expect(body).To(HaveLen(100020), "a repeat is answered from the blob too")
+
+		status, _, body = lr.call(tok, "kv", "POST", "/kv/big", "big-2", `{"key":"a","value":"300000"}`)
+		Expect(status).To(Equal(502), body)
+		Expect(body).To(ContainSubstring(`"code":"too_large"`))
+		Expect(body).To(ContainSubstring("HTTP API kv answered POST /kv/big with 200 OK and a body of more than 204800 bytes, over its max_body (204800)"))
+		e := lr.effect("big-2")
+		Expect(e.Status).To(Equal(protocol.StatusFailed))
+		Expect(e.Error.Code).To(Equal("too_large"))
+		Expect(e.Error.Transient).To(BeFalse(), "it reached the upstream: sent again it could happen twice")
+
+		_, puts, _ := kv.state("a")
+		status, _, body = lr.call(tok, "kv", "POST", "/kv/put", "put-huge", `{"key":"a","value":"`+strings.Repeat("v", 210<<10)+`"}`)
+		Expect(status).To(Equal(413), body)
+		Expect(body).To(ContainSubstring("request body over 204800 bytes (the max_body of HTTP API kv); it was not sent"))
+		_, after, _ := kv.state("a")
+		Expect(after).To(Equal(puts), "nothing reached the upstream")
 	})
 
 	It("refuses a run whose credential is not in the harness's environment, before it is recorded", func(ctx SpecContext) {

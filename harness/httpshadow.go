@@ -201,17 +201,19 @@ func freePorts(n int) ([]int, error) {
 	return ports, nil
 }
 
-// forkHTTP makes isolated run id's shadow of parent's HTTP APIs: for each,
-// its declared scratch upstream, started and restored by replaying the
-// parent's mutating requests done up to worldSeq, in order — the real
-// upstream is only read through the journal. The shadow's journal of
-// answers holds the parent's up to the fork.
+// forkHTTP makes isolated run id's shadow of parent's worlds when its
+// scenario declares HTTP APIs: for each API, its declared scratch
+// upstream, started; for the scenario's world: (if any), a shadow as for a
+// run of it alone — a built-in world rebuilt in the isolated run's own key
+// space, a remote world's instance created from its ledger (which needs
+// the instances capability) —; then every mutating request of the parent's
+// ledger done up to worldSeq replayed into them in arrival order. The real
+// upstreams and the real world are only read through the journal. An API
+// without shadow: makes no shadow at all: reflection says so, and the gate
+// stays shut for guarded kinds.
 func (h *Harness) forkHTTP(ctx context.Context, parent history.RunRecord, id string, scen *scenarios.Scenario, real world.World, worldSeq int64) (st world.State, err error) {
 	if len(scen.MCPServers()) > 0 {
 		return world.State{}, fmt.Errorf("%w: run %s acts on MCP servers, and shadows of MCP servers are not built in this version", ErrNoShadow, parent.ID)
-	}
-	if scen.HasWorld() {
-		return world.State{}, fmt.Errorf("%w: run %s acts on world %s and HTTP APIs together, and a shadow of both at once is not built in this version", ErrNoShadow, parent.ID, scen.World.Label())
 	}
 	var missing []string
 	for _, a := range scen.HTTP {
@@ -220,44 +222,108 @@ func (h *Harness) forkHTTP(ctx context.Context, parent history.RunRecord, id str
 		}
 	}
 	if len(missing) > 0 {
-		return world.State{}, fmt.Errorf("%w: HTTP API %s declares no shadow: {command: [...]} (a scratch upstream to verify on), and the real one is never touched", ErrNoShadow, strings.Join(missing, ", "))
+		also := ""
+		if scen.HasWorld() {
+			also = fmt.Sprintf(" (world %s could be shadowed, but a verification would act on every world the run does)", scen.World.Label())
+		}
+		return world.State{}, fmt.Errorf("%w: HTTP API %s declares no shadow: {command: [...]} (a scratch upstream to verify on), and the real one is never touched%s", ErrNoShadow, strings.Join(missing, ", "), also)
 	}
 	ledger, err := real.Ledger(ctx)
 	if err != nil {
-		return world.State{}, fmt.Errorf("the ledger of run %s's HTTP APIs: %w", parent.ID, err)
+		return world.State{}, fmt.Errorf("the ledger of run %s's worlds: %w", parent.ID, err)
 	}
 	st = world.State{World: real.Name()}
-	for _, e := range ledger {
-		if e.Seq <= worldSeq {
-			st.Ledger = append(st.Ledger, e)
-			st.Seq = e.Seq
+	var baseEntries []world.LedgerEntry // the world:'s entries by the fork, in its own numbering
+	var base world.World
+	if scen.HasWorld() {
+		rt := world.RouterOf(real)
+		if rt == nil {
+			return world.State{}, fmt.Errorf("run %s's worlds are not behind a router", parent.ID)
+		}
+		for _, r := range rt.Routes() {
+			if r.Prefix == "" {
+				base = r.World
+			}
+		}
+		if base == nil {
+			return world.State{}, fmt.Errorf("run %s's router has no route for its world %s", parent.ID, scen.World.Label())
+		}
+		// Numbered as the router's arrival order counts them: a world
+		// out of process by the journal of its answers.
+		if j, ok := base.(world.Journaling); ok {
+			baseEntries, err = j.Journal().Ledger(ctx)
+		} else {
+			baseEntries, err = base.Ledger(ctx)
+		}
+		if err != nil {
+			return world.State{}, fmt.Errorf("the ledger of run %s's world %s: %w", parent.ID, scen.World.Label(), err)
 		}
 	}
+	nBase := 0
+	for _, e := range ledger {
+		if e.Seq > worldSeq {
+			continue
+		}
+		st.Ledger = append(st.Ledger, e)
+		st.Seq = e.Seq
+		if !strings.HasPrefix(e.Kind, scenarios.HTTPKindPrefix) && (base != nil && !isAPIEvent(e, scen)) {
+			nBase++
+		}
+	}
+	if nBase > len(baseEntries) {
+		return world.State{}, fmt.Errorf("run %s: its arrival order has %d entries of world %s by the fork, and its ledger %d", parent.ID, nBase, scen.World.Label(), len(baseEntries))
+	}
+	baseEntries = baseEntries[:nBase]
 	defer func() {
 		if err != nil {
 			h.stopShadows(id)
 		}
 	}()
+	rec := history.RunRecord{ID: id, Isolated: &history.Isolation{Parent: parent.ID}}
+	if scen.HasWorld() && scen.World.Remote() {
+		// The instance holds the world's state by the fork before the
+		// isolated run's link reaches it.
+		var baseSeq int64
+		if nBase > 0 {
+			baseSeq = baseEntries[nBase-1].Seq
+		}
+		if _, err := h.forkRemote(ctx, parent, id, scen, base, baseSeq); err != nil {
+			return world.State{}, err
+		}
+	}
 	for _, a := range scen.HTTP {
 		if _, err := h.startShadow(ctx, id, a); err != nil {
 			return world.State{}, err
 		}
 	}
 	store, prefix := h.w.Scratch().WorldStore(id)
-	rec := history.RunRecord{ID: id, Isolated: &history.Isolation{Parent: parent.ID}}
-	shadow, err := h.openHTTPWorlds(ctx, rec, scen, store, prefix, nil)
+	shadow, err := h.openHTTPWorlds(ctx, rec, scen, store, prefix, func(store world.Store, prefix []byte) (world.World, error) {
+		return h.openBaseWorld(ctx, rec, scen, store, prefix)
+	})
 	if err != nil {
 		return world.State{}, err
 	}
 	apis := map[string]*httpworld.World{}
+	var shadowBase world.World
 	for _, rt := range world.RouterOf(shadow).Routes() {
 		if w, ok := rt.World.(*httpworld.World); ok {
 			apis[w.Name()] = w
+		} else if rt.Prefix == "" {
+			shadowBase = rt.World
 		}
 	}
 	for _, e := range st.Ledger {
-		if e.IsEvent() {
-			continue // a goal's probe (httpworld.EventProbe): nothing the agent did
+		if !strings.HasPrefix(e.Kind, scenarios.HTTPKindPrefix) {
+			if isAPIEvent(e, scen) {
+				continue // a goal's probe (httpworld.EventProbe): nothing the agent did
+			}
+			if scen.World.Remote() {
+				continue // the instance was created with it
+			}
+			if err := world.Restore(ctx, shadowBase, world.State{World: scen.World.Name, Ledger: []world.LedgerEntry{e}}); err != nil {
+				return world.State{}, fmt.Errorf("restore the shadow of run %s's world %s: %w", parent.ID, scen.World.Label(), err)
+			}
+			continue
 		}
 		name, _, _ := strings.Cut(strings.TrimPrefix(e.Kind, scenarios.HTTPKindPrefix), ".")
 		w, ok := apis[name]
@@ -285,6 +351,12 @@ func (h *Harness) forkHTTP(ctx context.Context, parent history.RunRecord, id str
 		}
 	}
 	return st, nil
+}
+
+// isAPIEvent reports whether ledger entry e, of a run of scen, is an event
+// an HTTP API's journal holds (a goal's probe) rather than the world:'s.
+func isAPIEvent(e world.LedgerEntry, scen *scenarios.Scenario) bool {
+	return e.IsEvent() && e.Kind == httpworld.EventProbe && len(scen.HTTP) > 0
 }
 
 // errNoShadowURL is wrapped when an isolated run's world is opened and its

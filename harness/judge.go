@@ -107,7 +107,7 @@ func (r *run) judge(ctx context.Context, end endState) (*Result, error) {
 		VirtualMS: ms(clock.Sub(rec.VirtualStart)), Outcome: history.OutcomeNone, LLM: totals,
 	}
 	if done != nil {
-		res.Outcome = done.Outcome
+		res.Outcome, res.Report = done.Outcome, done.Report
 	}
 	ev := &invariant.Evidence{World: r.world, Task: r.task, VirtualStart: rec.VirtualStart, Recovery: r.scen.Limits.Recovery, Label: history.EffectLabel}
 	for _, e := range effects {
@@ -132,7 +132,7 @@ func (r *run) judge(ctx context.Context, end endState) (*Result, error) {
 		ev.Faults = append(ev.Faults, invariant.Fault{Spec: f.Spec, Applied: f.Applied, Error: f.Error, Met: f.Met, MetDetail: f.MetDetail, HealedVirtual: f.HealedVirtual})
 	}
 	if done != nil {
-		ev.Done = &invariant.Done{Outcome: done.Outcome, Virtual: done.Virtual}
+		ev.Done = &invariant.Done{Outcome: done.Outcome, Virtual: done.Virtual, Claims: done.Claims}
 		if done.Consistency.Poisoned() {
 			ev.Done.Poisoned = done.Consistency.Reason
 		}
@@ -207,6 +207,7 @@ func (r *run) judge(ctx context.Context, end endState) (*Result, error) {
 		}
 		res.Reason = fmt.Sprintf("%s; %s", end.reason, strings.Join(bad, ", "))
 	}
+	res.Poisoned, res.Rollbacks = history.PoisonOf(checkpoints)
 	res.HistoryDigest = digest(effects, checkpoints, faults, lessons, rec.VirtualStart, done)
 	if err := r.reflections(res); err != nil {
 		return nil, err

@@ -3,6 +3,9 @@ package harness
 import (
 	"context"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -11,6 +14,7 @@ import (
 
 	"github.com/overnight-dev/overnight/scenarios"
 	"github.com/overnight-dev/overnight/scenarios/world"
+	"github.com/overnight-dev/overnight/scenarios/world/remote"
 )
 
 // stuckModel is a world whose every request blocks until released: the
@@ -81,4 +85,69 @@ var _ = Describe("the effect lane", func() {
 		Eventually(again).WithTimeout(10 * time.Second).Should(Receive(MatchJSON(`{"key":"k/step-1/0"}`)))
 		Expect(m.calls.Load()).To(BeEquivalentTo(1), "the world acted once")
 	})
+
+	It("asks a world out of process nothing under the run's lock: a checkpoint does not wait for a world that answers one call at a time", func(ctx SpecContext) {
+		m := &stuckModel{entered: make(chan struct{}), release: make(chan struct{})}
+		DeferCleanup(func() {
+			select {
+			case <-m.release:
+			default:
+				close(m.release)
+			}
+		})
+		def := world.Definition{Name: "stuck", Open: func(context.Context, world.Reader, map[string]any) (world.Model, error) { return m, nil }}
+		srv, err := remote.NewServer(ctx, def, world.NewMemStore(), nil)
+		Expect(err).NotTo(HaveOccurred())
+		var one sync.Mutex // every call waits for the one before, reads included (as examples/pyworld)
+		ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			one.Lock()
+			defer one.Unlock()
+			srv.ServeHTTP(w, r)
+		}))
+		DeferCleanup(ts.Close)
+		h, err := Open(ctx, Options{StateDir: GinkgoT().TempDir()})
+		Expect(err).NotTo(HaveOccurred())
+		// No goal-reached: the world judges none.
+		scen, err := scenarios.Parse("stuck.yaml", []byte("apiVersion: overnight/v1\nkind: Scenario\nname: stuck\nworld: stuck\nagent: {builtin: deployer}\nlimits: {horizon: 10d}\ninvariants: [effects-resolved]\n"))
+		Expect(err).NotTo(HaveOccurred())
+		scen.World = scenarios.World{Name: "stuck", URL: ts.URL}
+		id, err := h.create(ctx, RunRequest{Scenario: scen, World: ts.URL})
+		Expect(err).NotTo(HaveOccurred())
+		lr := liveRunOf(h, id)
+		token := lr.attempt()
+
+		first := make(chan string, 1)
+		go func() {
+			defer GinkgoRecover()
+			res, err := lr.sdk(token).EffectWithKey(context.Background(), "step-1/0", "stuck.do", map[string]any{})
+			Expect(err).NotTo(HaveOccurred())
+			first <- res.Status
+		}()
+		Eventually(m.entered).WithTimeout(10 * time.Second).Should(BeClosed())
+		busy, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		done := make(chan error, 1)
+		go func() {
+			_, err := lr.sdk(token).Checkpoint(busy, 1, map[string]int{"x": 1})
+			done <- err
+		}()
+		Eventually(done).WithTimeout(10*time.Second).Should(Receive(BeNil()), "a checkpoint while the world applies an effect")
+		_, err = lr.sdk(token).Now(busy)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(first).NotTo(Receive())
+
+		close(m.release)
+		Eventually(first).WithTimeout(10 * time.Second).Should(Receive(Equal("done")))
+		// The next checkpoint counts the effect in its world seq, and the
+		// world's own ledger (the run's view of it) agrees.
+		_, err = lr.sdk(token).Checkpoint(ctx, 2, map[string]int{"x": 2})
+		Expect(err).NotTo(HaveOccurred())
+		lr.r.mu.Lock()
+		seq := lr.r.cp.WorldSeq
+		lr.r.mu.Unlock()
+		Expect(seq).To(BeEquivalentTo(1))
+		inWorld, err := lr.r.world.Ledger(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(inWorld).To(HaveLen(1))
+	}, SpecTimeout(90e9))
 })

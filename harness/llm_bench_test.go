@@ -34,8 +34,15 @@ type benchServer struct {
 // on the world served at that base URL.
 func serveBenchRun(b *testing.B, state, text string, env map[string]string, req RunRequest) benchServer {
 	b.Helper()
+	return serveBenchRunWith(b, Options{StateDir: state, LLMEnv: func(k string) string { return env[k] }}, text, req)
+}
+
+// serveBenchRunWith is serveBenchRun with the harness's options (its
+// worlds, say) given whole.
+func serveBenchRunWith(b *testing.B, opts Options, text string, req RunRequest) benchServer {
+	b.Helper()
 	ctx := context.Background()
-	h, err := Open(ctx, Options{StateDir: state, LLMEnv: func(k string) string { return env[k] }})
+	h, err := Open(ctx, opts)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -109,15 +116,7 @@ func BenchmarkLLMOverhead(b *testing.B) {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 		req.Header.Set("Authorization", "Bearer "+token)
 		req.Header.Set("Content-Type", "application/json")
-		resp, err := c.Do(req)
-		if err != nil {
-			b.Fatal(err)
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			b.Fatalf("%s: %s", url, resp.Status)
-		}
+		doOK(b, c, req)
 		return time.Since(start)
 	}
 	var viaGateway, viaDirect []time.Duration

@@ -3,6 +3,7 @@ package harness
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"sort"
@@ -75,6 +76,10 @@ func (r *run) MCPCall(ctx context.Context, c gateway.Caller, call gateway.MCPCal
 	}
 	answer, err := r.Effect(ctx, c, protocol.EffectRequest{Key: key, Kind: kind, Args: args})
 	if err != nil {
+		var ge *gateway.Error
+		if errors.As(err, &ge) && ge.Status == http.StatusServiceUnavailable && ge.RetryAfter == 0 {
+			ge.RetryAfter = retryInDoubt // as the HTTP pass-through: the agent may try again soon
+		}
 		return nil, err
 	}
 	return mcpAnswer(call.Tool, answer)

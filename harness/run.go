@@ -144,10 +144,11 @@ func (r *run) judgeClaims(ctx context.Context, raw json.RawMessage) (json.RawMes
 	if len(bytes.TrimSpace(raw)) == 0 {
 		return nil, nil, nil
 	}
-	claims, err := canonicalJSON(raw)
-	if err != nil {
+	var buf bytes.Buffer // compact, not canonical: nothing hashes claims
+	if err := json.Compact(&buf, raw); err != nil {
 		return nil, nil, fmt.Errorf("claims: %w", err)
 	}
+	claims := json.RawMessage(buf.Bytes())
 	if string(claims) == "null" {
 		return nil, nil, nil
 	}
@@ -260,7 +261,8 @@ func (r *run) PutCheckpoint(ctx context.Context, c gateway.Caller, req protocol.
 			"expect_seq %d, but the last checkpoint is seq %d (step %d): read it again with GET /v1/checkpoint", *req.ExpectSeq, last.Seq, last.Step)
 	}
 	rec := history.CheckpointRecord{Seq: last.Seq + 1, Step: req.Step, StateHash: stateHash, Attempt: c.Attempt, ExpectSeq: req.ExpectSeq, Virtual: r.clock.now,
-		Intents: r.fx.intents, LLMCalls: r.llm.callCount(), Wall: time.Now().UTC(), Claims: claims, Consistency: consistency}
+		Intents: r.fx.intents, LLMCalls: r.llm.callCount(), Wall: time.Now().UTC(), Claims: claims, Consistency: consistency,
+		EffectOrder: r.fx.order}
 	if seq, err := world.LedgerSeq(ctx, r.world); err == nil {
 		rec.WorldSeq = seq
 	}
@@ -277,6 +279,10 @@ func (r *run) PutCheckpoint(ctx context.Context, c gateway.Caller, req protocol.
 		return protocol.CheckpointAck{}, fmt.Errorf("store checkpoint %d: %w", rec.Seq, err)
 	}
 	r.cp = rec
+	if rec.Poisoned() {
+		r.failed(Failure{Kind: FailurePoisoned, Attempt: c.Attempt, Checkpoint: rec.Seq,
+			Detail: fmt.Sprintf("checkpoint %d (step %d) is poisoned: %s", rec.Seq, rec.Step, consistency.Reason)})
+	}
 	r.faults.fireStep(ctx, req.Step)
 	return protocol.CheckpointAck{Seq: rec.Seq}, nil
 }
@@ -415,6 +421,12 @@ func (r *run) Done(ctx context.Context, c gateway.Caller, d protocol.Done) error
 	case err != nil:
 		return gateway.Errorf(http.StatusBadRequest, protocol.CodeBadRequest, "done %v", err)
 	}
+	// The report file is read before the claim is durable, and outside the
+	// run's lock: the claim's record carries it.
+	report, err := r.copyReport(ctx, c.Attempt)
+	if err != nil {
+		return err
+	}
 	r.mu.Lock()
 	defer r.unlock()
 	if r.done != nil {
@@ -427,15 +439,21 @@ func (r *run) Done(ctx context.Context, c gateway.Caller, d protocol.Done) error
 	if err := r.writable(c); err != nil {
 		return err
 	}
-	rec := history.DoneRecord{Outcome: d.Outcome, Summary: d.Summary, Claims: claims, Consistency: consistency, Attempt: c.Attempt, Virtual: r.clock.now}
+	rec := history.DoneRecord{Outcome: d.Outcome, Summary: d.Summary, Claims: claims, Consistency: consistency, Attempt: c.Attempt, Virtual: r.clock.now, Report: report}
 	if err := r.put(ctx, history.DoneEntry(r.rec.ID, rec)); err != nil {
 		return fmt.Errorf("record done: %w", err)
 	}
 	r.done = &rec
 	r.event(ctx, "done", d.Summary, map[string]any{"outcome": d.Outcome})
+	if report != nil {
+		r.event(ctx, "harness.report", reportEventText(report), map[string]any{"path": report.Path, "status": report.Status, "bytes": report.Bytes})
+	}
 	close(r.doneCh)
 	if d.Outcome == protocol.OutcomeFailure {
 		r.failed(Failure{Kind: FailureDone, Attempt: c.Attempt, Detail: d.Summary})
+	}
+	if consistency.Poisoned() {
+		r.failed(Failure{Kind: FailurePoisoned, Attempt: c.Attempt, Detail: "the claims sent with done are poisoned: " + consistency.Reason})
 	}
 	return nil
 }

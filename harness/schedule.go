@@ -249,6 +249,17 @@ func (h *Harness) create(ctx context.Context, req RunRequest) (string, error) {
 			return "", err
 		}
 	}
+	if req.isolation == nil {
+		// Its MCP servers answer — started, initialized, their tools
+		// listed and valid — before the run exists; the connections are
+		// kept for its drive.
+		for _, s := range scen.MCPServers() {
+			if _, err := h.mcpServers().conn(ctx, id, s); err != nil {
+				h.releaseWorld(id, scen.World, false)
+				return "", err
+			}
+		}
+	}
 	entries := []history.Entry{history.RunEntry(rec), history.ClockEntry(id, history.ClockRecord{Now: VirtualEpoch})}
 	for i, in := range instances {
 		entries = append(entries, history.FaultEntry(id, history.FaultRecord{Index: i, Spec: in.Spec.String(), From: in.From, Kind: in.Spec.Kind, At: in.Spec.Trigger.String()}))

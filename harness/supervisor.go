@@ -526,8 +526,22 @@ func (r *run) beginAttempt(ctx context.Context, n int, renewed bool) (string, er
 	}
 	rec := r.rec
 	rec.Attempts = n
-	if err := r.put(context.WithoutCancel(ctx), history.AttemptEntry(r.rec.ID, att), history.RunEntry(rec)); err != nil {
+	entries := []history.Entry{history.AttemptEntry(r.rec.ID, att), history.RunEntry(rec)}
+	rb, ev, err := r.rollbackLocked(ctx, n)
+	if err != nil {
+		return "", fmt.Errorf("attempt %d: %w", n, err)
+	}
+	if rb != nil {
+		// The rollback is one commit with the attempt it is written for:
+		// a harness killed here resumes to the same decision.
+		entries = append(entries, history.CheckpointEntry(r.rec.ID, *rb), history.EventEntry(r.rec.ID, *ev))
+	}
+	if err := r.put(context.WithoutCancel(ctx), entries...); err != nil {
 		return "", fmt.Errorf("record attempt %d: %w", n, err)
+	}
+	if rb != nil {
+		r.cp, r.events = *rb, ev.Seq
+		r.progress("attempt %d: checkpoint %d is poisoned; rolled back to step %d (checkpoint %d)", n, rb.RollbackOf, rb.Step, rb.Seq)
 	}
 	r.rec = rec
 	r.sup.list = append(r.sup.list, att)

@@ -22,6 +22,7 @@ type mirrored struct {
 var (
 	_ world.World     = (*mirrored)(nil)
 	_ world.Versioned = (*mirrored)(nil)
+	_ world.Sequenced = (*mirrored)(nil)
 )
 
 // unsyncable is a store that also offers its key space with commits that
@@ -51,6 +52,14 @@ func openMirrored(l *worldLink, store world.Store, prefix []byte) (*mirrored, er
 
 // Journal implements world.Journaling: the ledger a router reads for it.
 func (m *mirrored) Journal() *world.Ledgered { return m.journal }
+
+// LedgerSeq implements world.Sequenced: the seq of the run's journal of
+// the world's answers, as a router counts it, read without a call to the
+// world. A checkpoint and an attempt record it under the run's lock, where
+// asking a world busy with a slow apply (one that answers one call at a
+// time waits for it) would stall every other call of the run; a shadow
+// (forkRemote) is cut at it in the same journal.
+func (m *mirrored) LedgerSeq() int64 { return m.journal.LedgerSeq() }
 
 func (m *mirrored) Name() string            { return m.link.current().Name() }
 func (m *mirrored) Kinds() []world.KindInfo { return m.link.current().Kinds() }

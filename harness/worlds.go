@@ -305,8 +305,9 @@ func (h *Harness) stopWorlds() {
 var ErrNoShadow = errors.New("no shadow of the world can be built")
 
 // forkRemote makes isolated run id's shadow of parent's world out of
-// process: an instance of that world, restored from the parent's ledger up
-// to worldSeq. The real world is only read.
+// process: an instance of that world, restored from the parent's ledger —
+// the answers the parent journaled — up to worldSeq. The real world is only
+// read.
 func (h *Harness) forkRemote(ctx context.Context, parent history.RunRecord, id string, scen *scenarios.Scenario, real world.World, worldSeq int64) (world.State, error) {
 	m, ok := real.(*mirrored)
 	if !ok {
@@ -320,7 +321,9 @@ func (h *Harness) forkRemote(ctx context.Context, parent history.RunRecord, id s
 		return world.State{}, fmt.Errorf("%w: world %q (%s) offers no instances (its describe declares no instances capability), and nothing ever resets the real one",
 			ErrNoShadow, m.Name(), scen.World.Label())
 	}
-	ledger, err := m.Ledger(ctx)
+	// Cut where the checkpoint's seq counts: the run's journal of the
+	// world's answers (mirrored.LedgerSeq).
+	ledger, err := m.journal.Ledger(ctx)
 	if err != nil {
 		return world.State{}, fmt.Errorf("the ledger of run %s's world: %w", parent.ID, err)
 	}

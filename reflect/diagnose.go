@@ -8,6 +8,7 @@ import (
 	"github.com/overnight-dev/overnight/harness"
 	"github.com/overnight-dev/overnight/harness/history"
 	"github.com/overnight-dev/overnight/sandbox/protocol"
+	"github.com/overnight-dev/overnight/scenarios/invariant"
 	"github.com/overnight-dev/overnight/scenarios/world"
 )
 
@@ -19,6 +20,7 @@ const (
 	ClassAgentLogic    = "agent_logic"              // the agent's own mistake (a bad request, a claim the world does not show)
 	ClassBudget        = "budget"                   // the LLM budget was spent
 	ClassGateDenied    = "gate_denied"              // the gate denied the agent's effect and the agent stopped: the harness's own decision, never the infrastructure's
+	ClassPoisonedState = "poisoned_state"           // the agent recorded as done what the world does not show: its checkpoint (or done) is poisoned, and what it builds on it inherits the mistake
 )
 
 // diagnose classifies a failure, deterministically, from the journal and
@@ -51,6 +53,13 @@ func diagnose(t history.Trigger, run *history.Run, replays []history.ReplayRecor
 		d.Class, d.Detail = ClassGateDenied, fmt.Sprintf("the gate denied %s (%s); the agent then stopped (%s)", denied.Kind, reason, t.Kind)
 		evidence["effect"] = map[string]any{"kind": denied.Kind, "args": denied.Args}
 		evidence["denied"] = reason
+	case t.Kind == harness.FailurePoisoned:
+		// Before the replays' say: the world contradicted the agent's own
+		// record of what it did, whatever made the step fail.
+		d.Class, d.Detail = ClassPoisonedState, "the agent recorded as done what the world does not show: "+t.Detail
+	case t.Kind == harness.FailureInvariant && t.Invariant == invariant.StateConsistent:
+		d.Class, d.Detail = ClassPoisonedState, fmt.Sprintf("%s was violated: %s", t.Invariant, t.Detail)
+		evidence["invariant"] = t.Invariant
 	case t.Kind == harness.FailureInvariant && (t.Invariant == "no-duplicate-effects" || t.Invariant == "no-lost-progress"):
 		d.Class, d.Detail = ClassCrashRecovery, fmt.Sprintf("%s was violated: %s", t.Invariant, t.Detail)
 		evidence["invariant"] = t.Invariant

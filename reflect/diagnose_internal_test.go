@@ -81,3 +81,14 @@ var _ = ginkgo.Describe("the diagnosis of an API change", func() {
 		Expect(d.Detail).To(Equal("the world's API changed to v2 (at +3d11h43m virtual) before cloud.deploy_service, which it refused: api_key is required (unauthorized)"))
 	})
 })
+
+var _ = ginkgo.Describe("the diagnosis of poisoned state", func() {
+	ginkgo.It("has its own class, from the poisoned checkpoint or from state-consistent", func() {
+		d := diagnose(history.Trigger{Kind: harness.FailurePoisoned, Attempt: 1, Step: 3,
+			Detail: `checkpoint 3 (step 3) is poisoned: the world contradicts migrated {"database":"prod-db","version":3}`}, nil, nil, nil, "")
+		Expect(d.Class).To(Equal(ClassPoisonedState))
+		Expect(d.Detail).To(ContainSubstring("the agent recorded as done what the world does not show: checkpoint 3"))
+		d = diagnose(history.Trigger{Kind: harness.FailureInvariant, Invariant: "state-consistent", Attempt: 2, Detail: "attempt 2 resumed from state built on poisoned checkpoint 3"}, nil, nil, nil, "")
+		Expect(d.Class).To(Equal(ClassPoisonedState))
+	})
+})

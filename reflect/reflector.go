@@ -175,7 +175,7 @@ func (rf *reflector) Failed(ctx context.Context, f harness.Failure) {
 }
 
 // capture records where the run stood at the failure: the last good
-// checkpoint, the checkpoint the failing attempt started from, the events
+// checkpoint (none written on or after a poisoned one), the checkpoint the failing attempt started from, the events
 // since, and the real world's state.
 func (rf *reflector) capture(r *history.ReflectionRecord) error {
 	rd := rf.h.History()
@@ -183,8 +183,14 @@ func (rf *reflector) capture(r *history.ReflectionRecord) error {
 	if err != nil {
 		return err
 	}
+	poisoned := false // a checkpoint since the last rollback is poisoned: none after it is good
 	for _, c := range cps {
-		r.Checkpoint = c.Seq
+		if c.RollbackOf > 0 {
+			poisoned = false
+		}
+		if poisoned = poisoned || c.Poisoned(); !poisoned {
+			r.Checkpoint = c.Seq
+		}
 		if c.Attempt < r.Trigger.Attempt {
 			r.StartCheckpoint = c.Seq
 		}

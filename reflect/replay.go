@@ -176,6 +176,16 @@ func reproduced(t history.Trigger, res *harness.Result, shadow *history.Run) (bo
 			return true, "the agent reported failure again: " + shadow.Done.Summary
 		}
 		return false, "the agent did not report failure (" + res.Reason + ")"
+	case harness.FailurePoisoned:
+		for _, c := range shadow.Checkpoints {
+			if c.Poisoned() {
+				return true, fmt.Sprintf("checkpoint %d (step %d) is poisoned again: %s", c.Seq, c.Step, c.Consistency.Reason)
+			}
+		}
+		if shadow.Done != nil && shadow.Done.Consistency.Poisoned() {
+			return true, "the claims sent with done are poisoned again: " + shadow.Done.Consistency.Reason
+		}
+		return false, "no checkpoint nor done the world contradicts (" + res.Reason + ")"
 	case harness.FailureCrashLoop:
 		if shadow.Done == nil && len(shadow.Attempts) > 0 {
 			a := shadow.Attempts[len(shadow.Attempts)-1]

@@ -191,6 +191,10 @@ func (b *builder) build(root map[string]any) *Scenario {
 		}
 	}
 
+	if rep, ok := root["report"].(map[string]any); ok {
+		sc.Report = b.report(rep)
+	}
+
 	if reach, ok := root["reach"].(map[string]any); ok {
 		r := &chaos.Reach{}
 		for key, dst := range map[string]*int{"steps": &r.Steps, "effects": &r.Effects, "llm_calls": &r.LLMCalls} {
@@ -604,4 +608,26 @@ func (b *builder) gate(rules []any, reflecting bool) []GateRule {
 		out = append(out, rule)
 	}
 	return out
+}
+
+// report reads a report: block; its path must be a file in the workspace.
+func (b *builder) report(m map[string]any) *Report {
+	r := &Report{MaxBytes: DefaultReportMaxBytes}
+	if n, ok := m["max_bytes"].(int64); ok {
+		r.MaxBytes = n
+	}
+	p, ok := m["path"].(string)
+	if !ok {
+		return r // the schema said so
+	}
+	const ws = "/workspace/"
+	switch {
+	case path.Clean(p) != p:
+		b.errAt("/report/path", "report.path: %q is not a clean path (write %q)", p, path.Clean(p))
+	case !strings.HasPrefix(p, ws) || len(p) == len(ws):
+		b.errAt("/report/path", "report.path: %q is not a file under /workspace, the only directory kept across the agent's attempts", p)
+	default:
+		r.Path = p
+	}
+	return r
 }

@@ -35,7 +35,7 @@ colour: red
 	// netdrop@t:1d12h/2h 5m0s [no-duplicate-effects goal-reached no-lost-progress]
 	// bad.yaml:5:28: agent: builtin and image are both set; set exactly one of builtin, binary or image
 	// bad.yaml:6:15: faults[0]: invalid fault "kill@stp:3": unknown trigger "stp" (want step:N, effect:N[:before|after], llm:N, t:DURATION, every:DURATION, rate:R/DURATION)
-	// bad.yaml:7:1: unknown field "colour"; allowed: agent, agents, apiVersion, claims, description, draws, faults, gate, goal, http, invariants, kind, limits, llm, mcp, name, reach, reflect, rollback, sandbox, seed, task, world
+	// bad.yaml:7:1: unknown field "colour"; allowed: agent, agents, apiVersion, claims, description, draws, faults, gate, goal, http, invariants, kind, limits, llm, mcp, name, reach, reflect, report, rollback, sandbox, seed, task, world
 }
 
 func ExampleResolve() {

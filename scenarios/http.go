@@ -3,6 +3,7 @@ package scenarios
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net/url"
 	"path/filepath"
 	"slices"
@@ -30,6 +31,14 @@ const (
 // scenario says nothing (http[].timeout).
 const DefaultHTTPTimeout = 30 * time.Second
 
+// DefaultHTTPMaxBody is the largest request or answer body of an HTTP API
+// whose scenario says nothing (http[].max_body); HTTPMaxBodyLimit the
+// largest it may say.
+const (
+	DefaultHTTPMaxBody = 1 << 20
+	HTTPMaxBodyLimit   = 64 << 20
+)
+
 // HTTPKindPrefix starts the effect kind of every request to an HTTP API:
 // http.<api>.<kind>.
 const HTTPKindPrefix = "http."
@@ -51,6 +60,7 @@ type HTTPAPI struct {
 	Lookup      *HTTPLookup      // nil: an in-doubt request stays unknown
 	Credentials *HTTPCredentials // nil: none added
 	Timeout     time.Duration    // a request upstream in doubt after it; DefaultHTTPTimeout
+	MaxBody     int64            // the largest request or answer body, in bytes; DefaultHTTPMaxBody
 	Mode        string           // HTTPLive, HTTPRecord or HTTPReplay
 	Recording   string           // the run a replay answers from ("" : given on the command line)
 	Shadow      *HTTPShadow      // nil: reflection can build no shadow of this API
@@ -210,7 +220,7 @@ func (b *builder) httpAPIs(list []any) []HTTPAPI {
 			continue
 		}
 		ptr, path := "/http/"+strconv.Itoa(i), fmt.Sprintf("http[%d]", i)
-		a := HTTPAPI{Mode: HTTPLive, Timeout: DefaultHTTPTimeout}
+		a := HTTPAPI{Mode: HTTPLive, Timeout: DefaultHTTPTimeout, MaxBody: DefaultHTTPMaxBody}
 		a.Name, _ = m["name"].(string)
 		if j, dup := names[a.Name]; dup && a.Name != "" {
 			first := b.node("/http/" + strconv.Itoa(j) + "/name")
@@ -242,6 +252,9 @@ func (b *builder) httpAPIs(list []any) []HTTPAPI {
 		if d, ok := b.duration(m, ptr+"/timeout", path+".timeout"); ok {
 			a.Timeout = d
 		}
+		if n, ok := b.size(m, ptr+"/max_body", path+".max_body", HTTPMaxBodyLimit); ok {
+			a.MaxBody = n
+		}
 		if mode, ok := m["mode"].(string); ok {
 			a.Mode = mode
 		}
@@ -267,6 +280,58 @@ func (b *builder) httpAPIs(list []any) []HTTPAPI {
 		out = append(out, a)
 	}
 	return out
+}
+
+// sizeUnits are the units a size may carry, longest first.
+var sizeUnits = []struct {
+	suffix string
+	n      int64
+}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"KB", 1000}, {"MB", 1000 * 1000}, {"B", 1}}
+
+// size parses an optional size field of m: an integer (bytes) or a
+// string such as 64KiB or 1MiB, from 1 byte to most.
+func (b *builder) size(m map[string]any, ptr, path string, most int64) (int64, bool) {
+	key := ptr[strings.LastIndexByte(ptr, '/')+1:]
+	var n int64
+	given := fmt.Sprint(m[key])
+	switch v := m[key].(type) {
+	case nil:
+		return 0, false
+	case int64:
+		n = v
+	case float64:
+		if v != math.Trunc(v) || v > math.MaxInt64/2 || v < -math.MaxInt64/2 {
+			b.errAt(ptr, "%s: %v is not a whole number of bytes", path, v)
+			return 0, false
+		}
+		n = int64(v)
+	case string:
+		text := strings.TrimSpace(v)
+		unit := int64(1)
+		for _, u := range sizeUnits {
+			if strings.HasSuffix(text, u.suffix) {
+				text, unit = strings.TrimSpace(strings.TrimSuffix(text, u.suffix)), u.n
+				break
+			}
+		}
+		x, err := strconv.ParseInt(text, 10, 64)
+		if err != nil || x < 0 || x > most {
+			b.errAt(ptr, "%s: %q is not a size: want bytes, or a number with B, KB, KiB, MB or MiB, such as 64KiB or 1MiB", path, v)
+			return 0, false
+		}
+		n, given = x*unit, fmt.Sprintf("%q (%d bytes)", v, x*unit)
+	default:
+		return 0, false // the schema says what is wrong
+	}
+	switch {
+	case n <= 0:
+		b.errAt(ptr, "%s: must be greater than 0", path)
+		return 0, false
+	case n > most:
+		b.errAt(ptr, "%s: %s is over the most, %dMiB (%d bytes)", path, given, most>>20, most)
+		return 0, false
+	}
+	return n, true
 }
 
 // httpRoutes checks and builds an API's routes.

@@ -117,5 +117,21 @@ task: {key: a2V5}
 			`11:14: invariants[0]: goal-reached needs a goal, and this scenario has no world: and no goal: (add goal: {probe: {api, route, body}, expect})`),
 		Entry("a name the schema refuses", strings.Replace(httpHeader, "name: etcd", "name: Etcd", 1),
 			`6:11: http[0].name: "Etcd" does not match ^[a-z][a-z0-9-]*$`),
+		Entry("a max_body over 64MiB", httpHeader+"    max_body: 65MiB\n",
+			`11:15: http[0].max_body: "65MiB" (68157440 bytes) is over the most, 64MiB (67108864 bytes)`),
+		Entry("a max_body in bytes over 64MiB", httpHeader+"    max_body: 67108865\n",
+			`11:15: http[0].max_body: 67108865 is over the most, 64MiB (67108864 bytes)`),
+		Entry("a max_body of nothing", httpHeader+"    max_body: 0KiB\n",
+			`11:15: http[0].max_body: must be greater than 0`),
+		Entry("a max_body that is not a size", httpHeader+"    max_body: 2 gigs\n",
+			`11:15: http[0].max_body: "2 gigs" is not a size: want bytes, or a number with B, KB, KiB, MB or MiB, such as 64KiB or 1MiB`),
 	)
+
+	It("reads max_body as bytes or a size, 1MiB by default", func() {
+		Expect(mustParse("kv.yaml", httpHeader).HTTP[0].MaxBody).To(BeEquivalentTo(1 << 20))
+		Expect(mustParse("kv.yaml", httpHeader+"    max_body: 64KiB\n").HTTP[0].MaxBody).To(BeEquivalentTo(64 << 10))
+		Expect(mustParse("kv.yaml", httpHeader+"    max_body: 2MB\n").HTTP[0].MaxBody).To(BeEquivalentTo(2000000))
+		Expect(mustParse("kv.yaml", httpHeader+"    max_body: 64MiB\n").HTTP[0].MaxBody).To(BeEquivalentTo(64 << 20))
+		Expect(mustParse("kv.yaml", httpHeader+"    max_body: 4096\n").HTTP[0].MaxBody).To(BeEquivalentTo(4096))
+	})
 })

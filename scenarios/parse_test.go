@@ -143,6 +143,18 @@ var _ = Describe("Parse", func() {
 				`6:22: agents.v.binary: a built-in scenario cannot use a relative path ("./a"); use builtin: or an absolute path`))
 		})
 
+		It("reads the agent's report file, with its default bound", func() {
+			sc, err := scenarios.Parse("t.yaml", []byte(header+"report: {path: /workspace/out/report.md}\n"))
+			Expect(err).NotTo(HaveOccurred())
+			Expect(sc.Report).To(Equal(&scenarios.Report{Path: "/workspace/out/report.md", MaxBytes: scenarios.DefaultReportMaxBytes}))
+			sc, err = scenarios.Parse("t.yaml", []byte(header+"report: {path: /workspace/r.md, max_bytes: 4096}\n"))
+			Expect(err).NotTo(HaveOccurred())
+			Expect(sc.Report.MaxBytes).To(BeEquivalentTo(4096))
+			sc, err = scenarios.Parse("t.yaml", []byte(header))
+			Expect(err).NotTo(HaveOccurred())
+			Expect(sc.Report).To(BeNil())
+		})
+
 		It("treats null optional fields as absent", func() {
 			sc := mustParse("n.yaml", header+"description:\ntask:\nagents:\nfaults:\ninvariants:\nlimits:\nseed:\n")
 			Expect(sc.Task).To(Equal(map[string]any{}))
@@ -219,12 +231,18 @@ agent:
 		Entry("wrong type in a list", header+"agents:\n  v:\n    builtin: x\n    args: [--a, 1, true]\n",
 			`9:17: agents.v.args[1]: got number, want string (quote it to make it text: "1")`,
 			`9:20: agents.v.args[2]: got boolean, want string (quote it to make it text: "true")`),
+		Entry("a report path outside the workspace", header+"report: {path: /tmp/report.md}\n",
+			`6:16: report.path: "/tmp/report.md" is not a file under /workspace, the only directory kept across the agent's attempts`),
+		Entry("a report path that is not clean", header+"report:\n  path: /workspace/../etc/passwd\nagents:\n  v: {builtin: x}\n",
+			`7:9: report.path: "/workspace/../etc/passwd" is not a clean path (write "/etc/passwd")`),
+		Entry("a report without a path, and a bound too large", header+"report: {max_bytes: 16777217}\n",
+			`6:9: report: missing required field "path"`, `6:21: report.max_bytes: 16777217 is too large (at most 16777216)`),
 		Entry("wrong type of a mapping field", header+"limits:\n  max_attempts: \"10\"\n",
 			`7:17: limits.max_attempts: got string, want integer`),
 		Entry("an empty required value", strings.Replace(header, "world: cloud", "world:", 1),
 			`4:7: world: got null, want string or object (the value is empty)`),
 		Entry("unknown key at top level", header+"colour: red\n",
-			`6:1: unknown field "colour"; allowed: agent, agents, apiVersion, claims, description, draws, faults, gate, goal, http, invariants, kind, limits, llm, mcp, name, reach, reflect, rollback, sandbox, seed, task, world`),
+			`6:1: unknown field "colour"; allowed: agent, agents, apiVersion, claims, description, draws, faults, gate, goal, http, invariants, kind, limits, llm, mcp, name, reach, reflect, report, rollback, sandbox, seed, task, world`),
 		Entry("unknown key, nested, with a suggestion", header+"limits:\n  timeout: 1m\n  max_atempts: 3\n",
 			`8:3: limits: unknown field "max_atempts" (did you mean "max_attempts"?); allowed: approval, horizon, max_attempts, recovery, timeout`),
 		Entry("unknown key in an agent variant", header+"agents:\n  v: {builtin: x, argz: [a]}\n",

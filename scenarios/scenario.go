@@ -78,6 +78,7 @@ type Scenario struct {
 	Draws      []chaos.Draw // faults drawn from the run's seed; nil if none
 	Reach      *chaos.Reach // what a run can reach, for --chaos random; nil if not declared
 	Sandbox    Sandbox      // the agent's sandbox
+	Report     *Report      // the agent's report file; nil if the file has none
 	Invariants []string     // DefaultInvariants when the file names none (absent or null)
 	Limits     Limits       // with defaults applied
 	Seed       *int64       // the default seed, nil if the file sets none
@@ -172,6 +173,17 @@ type Sandbox struct {
 	// can cut.
 	Network string
 }
+
+// Report is the agent's report file (a report: block): copied out of the
+// sandbox when the agent reports done, and kept with the run.
+type Report struct {
+	Path     string // absolute and clean, under /workspace
+	MaxBytes int64  // the largest report kept; DefaultReportMaxBytes
+}
+
+// DefaultReportMaxBytes is the largest report kept when the scenario's
+// report: sets no max_bytes: 1 MiB.
+const DefaultReportMaxBytes = 1 << 20
 
 // Limits bound a run.
 type Limits struct {

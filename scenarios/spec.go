@@ -55,6 +55,8 @@ type ScenarioFile struct {
 	Draws []DrawFile `json:"draws,omitempty" yaml:"draws,omitempty" jsonschema:"nullable"`
 	// The agent's sandbox. network: internal gives every attempt's container a per-run internal network (no route out) instead of none, which the disconnect fault can cut.
 	Sandbox *SandboxFile `json:"sandbox,omitempty" yaml:"sandbox,omitempty" jsonschema:"nullable"`
+	// The agent's report file, such as {path: /workspace/report.md}: copied out of its sandbox when it reports done, kept with the run and shown in the run's report (docs/scenarios.md). It needs a sandbox backend with the copy-out capability.
+	Report *ReportFile `json:"report,omitempty" yaml:"report,omitempty" jsonschema:"nullable"`
 	// What a run of this scenario can reach, for --chaos random: checkpoint steps, effects, LLM calls, virtual time; and the fault kinds it draws.
 	Reach *ReachFile `json:"reach,omitempty" yaml:"reach,omitempty" jsonschema:"nullable"`
 	// Invariant names: the built-in no-duplicate-effects, goal-reached, no-lost-progress, effects-resolved, faults-fired, state-consistent, or one a Go program registered with its harness (harness.Options.Invariants); overnight validate and run check them against the harness's registry. Default: no-duplicate-effects, goal-reached, no-lost-progress.
@@ -112,6 +114,8 @@ type HTTPFile struct {
 	Credentials *HTTPCredentialsFile `json:"credentials,omitempty" yaml:"credentials,omitempty" jsonschema:"nullable"`
 	// How long a request upstream may take before it is in doubt (a timeout: reconciled through lookup), such as 10s. Default 30s.
 	Timeout string `json:"timeout,omitempty" yaml:"timeout,omitempty"`
+	// The largest body a request to the API, or an answer from it, may have: bytes, or a size such as 64KiB, 1MiB or 16MiB (B, KB, KiB, MB, MiB). Default 1MiB, at most 64MiB. A larger request is refused 413; a larger answer fails its effect.
+	MaxBody any `json:"max_body,omitempty" yaml:"max_body,omitempty" jsonschema:"oneof_type=integer;string"`
 	// live (the default: requests go upstream), record (live; the run is meant as a recording) or replay (answered from the recording's exchanges, never sent upstream).
 	Mode string `json:"mode,omitempty" yaml:"mode,omitempty" jsonschema:"enum=live,enum=record,enum=replay"`
 	// The run whose exchanges a replay answers from (mode: replay; --http-replay RUN gives it on the command line).
@@ -238,6 +242,14 @@ type DrawFile struct {
 type SandboxFile struct {
 	// none (the default: no network at all) or internal (a per-run internal network with no route out, which the disconnect fault can cut).
 	Network string `json:"network,omitempty" yaml:"network,omitempty" jsonschema:"enum=none,enum=internal"`
+}
+
+// ReportFile is the agent's report file.
+type ReportFile struct {
+	// Where the agent writes it: an absolute, clean path under /workspace, such as /workspace/report.md.
+	Path string `json:"path" yaml:"path" jsonschema:"required,minLength=1"`
+	// The largest report kept, in bytes (at most 16777216). Default 1048576 (1 MiB); a larger file is recorded as too large, not kept.
+	MaxBytes int64 `json:"max_bytes,omitempty" yaml:"max_bytes,omitempty" jsonschema:"minimum=1,maximum=16777216"`
 }
 
 // ReachFile says what a run can reach, and which kinds it draws, for --chaos random.

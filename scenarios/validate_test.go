@@ -52,7 +52,7 @@ var _ = Describe("Validate", func() {
 	It("reports the file's problems and check's together, sorted by position", func() {
 		Expect(validate(strings.Replace(header, "builtin: deployer", "builtin: nobody", 1) + "colour: red\nfaults: [kill@step:1]\n")).To(Equal([]string{
 			`5:18: no built-in agent nobody`,
-			`6:1: unknown field "colour"; allowed: agent, agents, apiVersion, claims, description, draws, faults, gate, goal, http, invariants, kind, limits, llm, mcp, name, reach, reflect, rollback, sandbox, seed, task, world`,
+			`6:1: unknown field "colour"; allowed: agent, agents, apiVersion, claims, description, draws, faults, gate, goal, http, invariants, kind, limits, llm, mcp, name, reach, reflect, report, rollback, sandbox, seed, task, world`,
 			`7:10: faults[0]: unknown kind`,
 		}))
 	})

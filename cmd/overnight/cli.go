@@ -764,9 +764,10 @@ func backendsCmd(g *globals) *cobra.Command {
 		Short: "List the sandbox backends (--backend) and the capabilities their sandboxes have",
 		Long: `backends lists the sandbox backends this binary can run agents on, and the
 optional capabilities of each (freeze: the pause fault; link: the disconnect
-fault; exec; services: service containers for worlds and MCP servers). A
-fault that needs a capability the chosen backend lacks is refused by
-validate and run.`,
+fault; exec; services: service containers for worlds and MCP servers;
+copy-out: a scenario's report: file, copied out when the agent reports
+done). A fault or a report: that needs a capability the chosen backend
+lacks is refused by validate and run.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			types := harness.DefaultBackends().Types()

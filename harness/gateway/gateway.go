@@ -20,7 +20,10 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/overnight-dev/overnight/sandbox/protocol"
 )
@@ -116,6 +119,13 @@ type Server struct {
 	backend Backend
 	log     *slog.Logger
 	http    *http.Server
+
+	// The MCP endpoint's handler, made on first use, and its servers by
+	// attempt and tools (see mcpServer).
+	mcpOnce    sync.Once
+	mcpHandler http.Handler
+	mcpMu      sync.Mutex
+	mcpServers map[string]*mcp.Server
 }
 
 // New returns a gateway serving backend. A nil logger discards.

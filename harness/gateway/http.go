@@ -57,6 +57,14 @@ type HTTPBackend interface {
 	HTTPCall(ctx context.Context, c Caller, req HTTPRequest) (HTTPResponse, error)
 }
 
+// HTTPLimiter is implemented by an HTTPBackend whose APIs bound their
+// request bodies below MaxEffectArgsBytes: HTTPMaxBody is API api's bound
+// (0: the gateway's own). A larger body is refused 413 before it is read
+// further.
+type HTTPLimiter interface {
+	HTTPMaxBody(api string) int64
+}
+
 // maxHTTPKeyBytes bounds an Idempotency-Key, as an effect's key.
 const maxHTTPKeyBytes = 512
 
@@ -82,11 +90,17 @@ func (s *Server) httpPassThrough(w http.ResponseWriter, r *http.Request) {
 		writeHTTPError(w, Errorf(http.StatusBadRequest, protocol.CodeBadRequest, "%s is %d bytes; at most %d", HeaderIdempotencyKey, len(key), maxHTTPKeyBytes))
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxEffectArgsBytes))
+	limit, why := int64(MaxEffectArgsBytes), "an effect's args are at most that"
+	if l, ok := b.(HTTPLimiter); ok {
+		if n := l.HTTPMaxBody(r.PathValue("api")); n > 0 && n < limit {
+			limit, why = n, "the max_body of HTTP API "+r.PathValue("api")
+		}
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			writeHTTPError(w, Errorf(http.StatusRequestEntityTooLarge, protocol.CodeTooLarge, "request body over %d bytes (an effect's args are at most that)", MaxEffectArgsBytes))
+			writeHTTPError(w, Errorf(http.StatusRequestEntityTooLarge, protocol.CodeTooLarge, "request body over %d bytes (%s); it was not sent", limit, why))
 			return
 		}
 		writeHTTPError(w, Errorf(http.StatusBadRequest, protocol.CodeBadRequest, "read request body: %v", err))

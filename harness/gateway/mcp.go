@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -67,19 +68,37 @@ func (s *Server) mcpEndpoint(w http.ResponseWriter, r *http.Request) {
 		writeError(w, Errorf(http.StatusNotImplemented, protocol.CodeNotImplemented, "this gateway fronts no MCP servers"))
 		return
 	}
-	h := mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server { return s.mcpServer(r.Context(), b, c) }, mcpOptions)
-	h.ServeHTTP(w, r)
+	s.mcpOnce.Do(func() {
+		s.mcpHandler = mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
+			c, ok := s.backend.Authenticate(r.PathValue("token"))
+			if !ok {
+				return nil
+			}
+			return s.mcpServer(r.Context(), b, c)
+		}, mcpOptions)
+	})
+	s.mcpHandler.ServeHTTP(w, r)
 }
 
-// mcpServer is the MCP server one request of c is answered by: c's tools,
-// each call sent to b.
+// mcpServer is the MCP server a request of c is answered by: c's tools,
+// each call sent to b. It is made once per attempt and list of tools.
 func (s *Server) mcpServer(ctx context.Context, b MCPBackend, c Caller) *mcp.Server {
-	srv := mcp.NewServer(&mcp.Implementation{Name: "overnight", Version: "v1"}, &mcp.ServerOptions{Logger: s.log})
 	tools, err := b.MCPTools(ctx, c)
 	if err != nil {
 		s.log.Error("MCP: list the tools", "err", err)
 		return nil
 	}
+	var id strings.Builder
+	fmt.Fprintf(&id, "%d", c.Attempt)
+	for _, t := range tools {
+		id.WriteString("\x00" + t.Name)
+	}
+	s.mcpMu.Lock()
+	defer s.mcpMu.Unlock()
+	if srv := s.mcpServers[id.String()]; srv != nil {
+		return srv
+	}
+	srv := mcp.NewServer(&mcp.Implementation{Name: "overnight", Version: "v1"}, &mcp.ServerOptions{Logger: s.log})
 	for _, t := range tools {
 		name := t.Name
 		srv.AddTool(t, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -102,6 +121,10 @@ func (s *Server) mcpServer(ctx context.Context, b MCPBackend, c Caller) *mcp.Ser
 			return res, nil
 		})
 	}
+	if s.mcpServers == nil || len(s.mcpServers) >= 64 {
+		s.mcpServers = map[string]*mcp.Server{} // a few attempts' worth; older attempts are fenced anyway
+	}
+	s.mcpServers[id.String()] = srv
 	return srv
 }
 

@@ -20,6 +20,16 @@ type Full struct {
 	// (replays, counterfactuals, verifications), by run id.
 	Isolated map[string]RunRecord `json:"isolated,omitempty"`
 	Logs     []AttemptLog         `json:"logs"`
+	// Report is the agent's report file with its content, when the
+	// scenario names one and the agent reported done.
+	Report *AgentReport `json:"report,omitempty"`
+}
+
+// AgentReport is the agent's report file and, when it was kept, its
+// content.
+type AgentReport struct {
+	ReportRecord
+	Content string `json:"content,omitempty"`
 }
 
 // MaxShownPayload bounds each LLM request and response that Full inlines:
@@ -56,6 +66,9 @@ func (r *Reader) Full(ctx context.Context, id string) (*Full, error) {
 	}
 	if f.Logs, err = r.Logs(id); err != nil {
 		return nil, err
+	}
+	if f.Report, err = r.AgentReport(run.Done); err != nil {
+		return nil, fmt.Errorf("run %s: %w", id, err)
 	}
 	return f, nil
 }
@@ -104,4 +117,22 @@ func (r *ReflectionRecord) IsolatedRuns() []string {
 		ids = append(ids, r.Verification.RunID)
 	}
 	return ids
+}
+
+// AgentReport reads the agent's report file that done (the run's claim)
+// records, with its content when it was kept; nil when there is none.
+func (r *Reader) AgentReport(done *DoneRecord) (*AgentReport, error) {
+	if done == nil || done.Report == nil {
+		return nil, nil
+	}
+	out := &AgentReport{ReportRecord: *done.Report}
+	if out.Status != ReportKept {
+		return out, nil
+	}
+	b, err := r.j.Blob(out.SHA256)
+	if err != nil {
+		return nil, fmt.Errorf("read the agent's report %s: %w", out.Path, err)
+	}
+	out.Content = string(b)
+	return out, nil
 }

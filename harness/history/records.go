@@ -6,7 +6,6 @@ import (
 
 	"github.com/overnight-dev/overnight/chaos"
 	"github.com/overnight-dev/overnight/sandbox/protocol"
-	"github.com/overnight-dev/overnight/scenarios/world"
 )
 
 // Run statuses.
@@ -142,6 +141,12 @@ type CheckpointRecord struct {
 	// of the newest consistent checkpoint before it, RollbackFrom.
 	RollbackOf   int64 `json:"rollback_of,omitempty"`
 	RollbackFrom int64 `json:"rollback_from,omitempty"`
+	// EffectOrder is the order of the last effect journaled when it was
+	// written; a rollback lists in RolledPast the effects journaled after
+	// the checkpoint it went back to (the world keeps them: they are shown,
+	// not undone).
+	EffectOrder int64    `json:"effect_order,omitempty"`
+	RolledPast  []string `json:"rolled_past,omitempty"`
 }
 
 // Poisoned reports whether the world contradicts the checkpoint's claims.
@@ -161,8 +166,17 @@ const (
 type Consistency struct {
 	Verdict string `json:"verdict"` // Consistent, Poisoned or ConsistencyUnknown
 	// Reason says why, for a person: the contradicted claims first.
-	Reason string              `json:"reason,omitempty"`
-	Claims []world.ClaimResult `json:"claims,omitempty"`
+	Reason string `json:"reason,omitempty"`
+	// Claims are the verdicts claim by claim, in the order of the claims
+	// (whose values the record that carries them keeps).
+	Claims []ClaimVerdict `json:"claims,omitempty"`
+}
+
+// ClaimVerdict is one claim's judgement in a Consistency.
+type ClaimVerdict struct {
+	Name    string `json:"name"`
+	Verdict string `json:"verdict"` // world.ClaimHolds, ClaimContradicted or ClaimUnknown
+	Detail  string `json:"detail,omitempty"`
 }
 
 // Poisoned reports whether the verdict is Poisoned (false for nil: no claims).
@@ -266,6 +280,34 @@ type DoneRecord struct {
 	// Withdrawn says the run went on after the claim (an attempt policy
 	// reopened it): it is no longer the agent's last word.
 	Withdrawn bool `json:"withdrawn,omitempty"`
+	// Report is the agent's report file as the harness found it when the
+	// agent reported done; nil when the scenario names none.
+	Report *ReportRecord `json:"report,omitempty"`
+}
+
+// What became of the agent's report file (ReportRecord.Status).
+const (
+	// ReportKept: it was copied out of the sandbox and kept as a blob.
+	ReportKept = "kept"
+	// ReportMissing: the agent wrote no such file. Not an error of the
+	// run; the report says so.
+	ReportMissing = "missing"
+	// ReportUnreadable: there is something at the path that could not be
+	// kept (a directory, a link out of the workspace, a file over the
+	// scenario's max_bytes, a backend that cannot copy a file out); Error
+	// says which.
+	ReportUnreadable = "unreadable"
+)
+
+// ReportRecord is the agent's report file (the scenario's report:), as
+// the harness found it in the sandbox when the agent reported done —
+// journaled with the claim, its content a blob.
+type ReportRecord struct {
+	Path   string `json:"path"`
+	Status string `json:"status"`           // ReportKept, ReportMissing or ReportUnreadable
+	SHA256 string `json:"sha256,omitempty"` // the content's hash, its blob (kept)
+	Bytes  int64  `json:"bytes"`            // its size (kept)
+	Error  string `json:"error,omitempty"`  // why it was not kept (unreadable)
 }
 
 // LLMRecord is one LLM exchange, as journaled: what was asked, what came

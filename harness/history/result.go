@@ -49,9 +49,17 @@ type Result struct {
 	// replay, --http-replay) its recording could not answer; the
 	// invariants that read the world are then unknown.
 	ReplayDivergence *ReplayDivergence `json:"replay_divergence,omitempty"`
-	WallMS           int64             `json:"wall_ms"`
-	VirtualMS        int64             `json:"virtual_ms"`
-	HistoryDigest    string            `json:"history_digest"`
+	// Poisoned are the checkpoints whose claims the world contradicted,
+	// Rollbacks the checkpoints the harness wrote instead (rollback:
+	// consistent); none: omitted.
+	Poisoned  []PoisonedCheckpoint `json:"poisoned,omitempty"`
+	Rollbacks []Rollback           `json:"rollbacks,omitempty"`
+	// Report is the agent's report file, when the scenario names one and
+	// the agent reported done.
+	Report        *ReportRecord `json:"report,omitempty"`
+	WallMS        int64         `json:"wall_ms"`
+	VirtualMS     int64         `json:"virtual_ms"`
+	HistoryDigest string        `json:"history_digest"`
 }
 
 // ReplayDivergence names the first request of a replay that its
@@ -239,6 +247,23 @@ func (res *Result) WriteText(w io.Writer) error {
 	if g := res.Gate; g != nil {
 		fmt.Fprintf(&b, "gate: %d held, %d released, %d approved, %d denied\n", g.Held, g.Released, g.Approved, g.Denied)
 	}
+	for _, p := range res.Poisoned {
+		by := "no rollback replaced it"
+		if p.RolledBackBy > 0 {
+			by = fmt.Sprintf("rolled back by checkpoint %d", p.RolledBackBy)
+		}
+		fmt.Fprintf(&b, "poisoned: checkpoint %d (step %d, attempt %d): %s; %s\n", p.Seq, p.Step, p.Attempt, p.Reason, by)
+	}
+	for _, r := range res.Rollbacks {
+		past := ""
+		if len(r.RolledPast) > 0 {
+			past = "; effects since then, kept by the world: " + strings.Join(r.RolledPast, ", ")
+		}
+		fmt.Fprintf(&b, "rollback: checkpoint %d for attempt %d replaced poisoned checkpoint %d with %s%s\n", r.Seq, r.Attempt, r.Of, r.FromText(), past)
+	}
+	if r := res.Report; r != nil {
+		fmt.Fprintf(&b, "agent's report: %s (overnight report %s --file prints it)\n", r.Describe(), res.RunID)
+	}
 	b.WriteString("invariants:\n")
 	tw := tabwriter.NewWriter(&b, 2, 4, 2, ' ', 0)
 	for _, ir := range res.Invariants {
@@ -275,4 +300,16 @@ func refusedBy(by map[string]int) string {
 		parts[i] = fmt.Sprintf("%d %s", by[c], c)
 	}
 	return ": " + strings.Join(parts, ", ")
+}
+
+// Describe says what became of the agent's report file, for a person:
+// "/workspace/report.md, kept (812 bytes)".
+func (r *ReportRecord) Describe() string {
+	switch r.Status {
+	case ReportKept:
+		return fmt.Sprintf("%s, kept (%s)", r.Path, Count(int(r.Bytes), "byte"))
+	case ReportMissing:
+		return r.Path + ", missing: the agent wrote no such file"
+	}
+	return fmt.Sprintf("%s, not kept: %s", r.Path, r.Error)
 }

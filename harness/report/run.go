@@ -56,6 +56,13 @@ type runModel struct {
 	Reflective  bool
 	Reflections []history.ReflectionRecord
 	Gate        []history.GateRecord
+	// Poisoned and Rollbacks: the checkpoints the world contradicted, and
+	// the ones the harness wrote instead (shown only when there are any).
+	Poisoned  []history.PoisonedCheckpoint
+	Rollbacks []history.Rollback
+	// AgentReport is the agent's report file; nil when the scenario names
+	// none or the agent has not reported done.
+	AgentReport *history.AgentReport
 }
 
 type faultRow struct {
@@ -102,7 +109,7 @@ func newRunModel(f *history.Full) *runModel {
 	m := &runModel{Rec: rec, Res: rec.Result, Agent: history.AgentLabel(rec.Agent), Verdict: rec.Verdict, Reason: rec.Reason,
 		Started: rec.StartedAt.UTC().Format(time.RFC3339), Reproduce: harness.ReproduceCommand(rec),
 		Marks: timeline.Marks(f), Reflections: f.Reflections, Gate: f.Gate,
-		Reflective: len(f.Reflections) > 0 || len(f.Gate) > 0}
+		Reflective: len(f.Reflections) > 0 || len(f.Gate) > 0, AgentReport: f.Report}
 	since := func(t time.Time) string {
 		if t.IsZero() {
 			return "–"
@@ -129,6 +136,7 @@ func newRunModel(f *history.Full) *runModel {
 	if m.Claim == "" {
 		m.Claim = history.OutcomeNone
 	}
+	m.Poisoned, m.Rollbacks = history.PoisonOf(run.Checkpoints)
 	for _, fr := range run.Faults {
 		row := faultRow{Spec: fr.Spec, From: fr.From, Applied: "never fired", Healed: "–", Met: "no", Detail: fr.MetDetail, Attempt: fr.AppliedAttempt}
 		if fr.From == fr.Spec {
@@ -264,7 +272,10 @@ var runHTML = sync.OnceValue(func() *template.Template {
 {{if .Invariants}}<table><tr><th>verdict</th><th>invariant</th><th>kind</th><th>detail</th></tr>
 {{range .Invariants}}<tr><td class="{{.Verdict}}">{{.Verdict}}</td><td>{{.Name}}</td><td>{{.Kind}}</td><td>{{.Detail}}</td></tr>
 {{end}}</table>{{else}}<p class="muted">Not judged yet: invariants are judged when the run ends.</p>{{end}}
-<h2>Faults</h2>
+{{with .AgentReport}}<h2>The agent's report</h2>
+<p>{{.Describe}}</p>
+{{if .Content}}<pre>{{.Content}}</pre>
+{{end}}{{end}}<h2>Faults</h2>
 {{if .Faults}}<table><tr><th>fault</th><th>applied</th><th class="n">attempt</th><th>healed</th><th>met</th><th>detail</th></tr>
 {{range .Faults}}<tr><td><code>{{.Spec}}</code>{{if .From}} <span class="muted">from {{.From}}</span>{{end}}</td><td>{{.Applied}}</td><td class="n">{{if .Attempt}}{{.Attempt}}{{end}}</td><td>{{.Healed}}</td><td class="{{if .Bad}}bad{{else}}ok{{end}}">{{.Met}}</td><td>{{.Detail}}</td></tr>
 {{end}}</table>{{else}}<p>No fault was scheduled.</p>{{end}}
@@ -277,7 +288,14 @@ var runHTML = sync.OnceValue(func() *template.Template {
 {{if .Attempts}}<table><tr><th class="n">attempt</th><th>started</th><th>ended</th><th>how it ended</th><th class="n">exit code</th><th>notes</th></tr>
 {{range .Attempts}}<tr><td class="n">{{.N}}</td><td>{{.Started}}</td><td>{{.Ended}}</td><td class="{{if .Ok}}ok{{else}}bad{{end}}">{{.End}}</td><td class="n">{{.Exit}}</td><td>{{.Notes}}</td></tr>
 {{end}}</table>{{else}}<p>No attempt started.</p>{{end}}
-<h2>LLM</h2>
+{{if or .Poisoned .Rollbacks}}<h2>Poisoned state</h2>
+{{if .Poisoned}}<table><tr><th class="n">checkpoint</th><th class="n">step</th><th class="n">attempt</th><th>why the world contradicts it</th><th>rolled back</th></tr>
+{{range .Poisoned}}<tr><td class="n">{{.Seq}}</td><td class="n">{{.Step}}</td><td class="n">{{.Attempt}}</td><td class="bad">{{.Reason}}</td><td>{{if .RolledBackBy}}by checkpoint {{.RolledBackBy}}{{else}}no{{end}}</td></tr>
+{{end}}</table>{{end}}
+{{if .Rollbacks}}<table><tr><th class="n">rollback</th><th class="n">attempt</th><th class="n">replaced</th><th>back to</th><th>effects since then (kept by the world)</th></tr>
+{{range .Rollbacks}}<tr><td class="n">{{.Seq}}</td><td class="n">{{.Attempt}}</td><td class="n">{{.Of}}</td><td>{{.FromText}}</td><td>{{range $i, $e := .RolledPast}}{{if $i}}, {{end}}{{$e}}{{end}}</td></tr>
+{{end}}</table>{{end}}
+{{end}}<h2>LLM</h2>
 <p>{{.LLMText}}</p>
 {{.Sections}}`))
 })
@@ -349,6 +367,17 @@ func RunMarkdown(w io.Writer, f *history.Full) error {
 		rows = append(rows, []string{inv.Verdict, inv.Name, inv.Kind, inv.Detail})
 	}
 	mdSection(&b, "Invariants", "", "Not judged yet: invariants are judged when the run ends.", "| verdict | invariant | kind | detail |\n|---|---|---|---|", rows)
+	if r := m.AgentReport; r != nil {
+		fmt.Fprintf(&b, "## The agent's report\n\n%s\n\n", mdEscape(r.Describe()))
+		if r.Content != "" {
+			fence := mdFence(r.Content)
+			fmt.Fprintf(&b, "%s\n%s", fence, r.Content)
+			if !strings.HasSuffix(r.Content, "\n") {
+				b.WriteString("\n")
+			}
+			fmt.Fprintf(&b, "%s\n\n", fence)
+		}
+	}
 	rows = nil
 	for _, fr := range m.Faults {
 		spec := "`" + fr.Spec + "`"
@@ -372,12 +401,44 @@ func RunMarkdown(w io.Writer, f *history.Full) error {
 		rows = append(rows, []string{fmt.Sprint(a.N), a.Started, a.Ended, a.End, a.Exit, a.Notes})
 	}
 	mdSection(&b, "Attempts", "", "No attempt started.", "| attempt | started | ended | how it ended | exit code | notes |\n|--:|---|---|---|--:|---|", rows)
+	if len(m.Poisoned) > 0 || len(m.Rollbacks) > 0 {
+		rows = nil
+		for _, p := range m.Poisoned {
+			by := "no"
+			if p.RolledBackBy > 0 {
+				by = fmt.Sprintf("by checkpoint %d", p.RolledBackBy)
+			}
+			rows = append(rows, []string{fmt.Sprint(p.Seq), fmt.Sprint(p.Step), fmt.Sprint(p.Attempt), p.Reason, by})
+		}
+		mdSection(&b, "Poisoned state", "Checkpoints whose claims the world contradicted as they were written.", "No checkpoint is poisoned.",
+			"| checkpoint | step | attempt | why the world contradicts it | rolled back |\n|--:|--:|--:|---|---|", rows)
+		rows = nil
+		for _, r := range m.Rollbacks {
+			rows = append(rows, []string{fmt.Sprint(r.Seq), fmt.Sprint(r.Attempt), fmt.Sprint(r.Of), r.FromText(), strings.Join(r.RolledPast, ", ")})
+		}
+		if len(rows) > 0 {
+			mdTable(&b, "| rollback | attempt | replaced | back to | effects since then (kept by the world) |\n|--:|--:|--:|---|---|", rows)
+		}
+	}
 	fmt.Fprintf(&b, "## LLM\n\n%s\n\n", m.LLMText())
 	if m.Reflective {
 		b.WriteString(writeup.ReflectionsMarkdown(m.Reflections, m.Gate))
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// mdFence is a code fence no line of text can close: tildes, one more
+// than the longest run of them text starts a line with (at least three).
+func mdFence(text string) string {
+	n := 3
+	for line := range strings.SplitSeq(text, "\n") {
+		line = strings.TrimLeft(line, " ")
+		if k := len(line) - len(strings.TrimLeft(line, "~")); k >= n {
+			n = k + 1
+		}
+	}
+	return strings.Repeat("~", n)
 }
 
 // mdSection writes a Markdown section: its title, a line of text (if
@@ -393,6 +454,11 @@ func mdSection(b *strings.Builder, title, text, empty, head string, rows [][]str
 		}
 		return
 	}
+	mdTable(b, head, rows)
+}
+
+// mdTable writes a Markdown table: its head, then a line per row.
+func mdTable(b *strings.Builder, head string, rows [][]string) {
 	b.WriteString(head + "\n")
 	for _, r := range rows {
 		b.WriteString("|")

@@ -47,6 +47,7 @@ func runFixture() *history.Full {
 		},
 		Reflections: []history.Reflection{{ID: "r1", Trigger: "effect_refused: the world refused cloud.deploy_service (unauthorized)", Checkpoint: 3,
 			Reproduced: history.Reproduced{Runs: 1, Failed: 1}, Decision: history.DecisionVerify, Reason: "lesson verified in isolation"}},
+		Report: &history.ReportRecord{Path: "/workspace/report.md", Status: history.ReportKept, SHA256: "d0c5", Bytes: int64(len(agentReport))},
 		WallMS: 7000, VirtualMS: (4*24*time.Hour + 2*time.Hour).Milliseconds(), HistoryDigest: "5ca1ab1e"}
 	rec := history.RunRecord{ID: res.RunID, Scenario: "deploy-v2", Source: "builtin:deploy-v2", Seed: 7, Faults: []string{"kill@step:2", "api-version:v2@step:3"},
 		Status: history.StatusFinished, Verdict: "pass", Reason: res.Reason, StartedAt: start, EndedAt: ms(7000), Attempts: 3, VirtualStart: virtual, Result: res}
@@ -70,7 +71,8 @@ func runFixture() *history.Full {
 			{Index: 2, Spec: "blackhole@t:1h/5m", From: "blackhole@every:1h/5m", Kind: "blackhole", At: "t:1h"},
 		},
 	}
-	return &history.Full{Run: run,
+	run.Done = &history.DoneRecord{Outcome: "success", Attempt: 3, Virtual: virtual.Add(4*24*time.Hour + 2*time.Hour), Report: res.Report}
+	return &history.Full{Run: run, Report: &history.AgentReport{ReportRecord: *res.Report, Content: agentReport},
 		Reflections: []history.ReflectionRecord{{ID: "r1", N: 1, Stage: history.StageDecided,
 			Trigger:    history.Trigger{Kind: "effect_refused", Attempt: 2, Step: 3, Detail: "the world refused cloud.deploy_service (unauthorized)"},
 			Checkpoint: 3, WorldSeq: 4,
@@ -84,6 +86,10 @@ func runFixture() *history.Full {
 			Isolated: &history.Isolation{Parent: res.RunID, Purpose: "replay 1 of 1 of reflection r1"}}},
 	}
 }
+
+// agentReport is what the fixture's agent wrote to /workspace/report.md:
+// Markdown with a fence of its own and a tag that must stay text.
+const agentReport = "# Deployed\n\nThe service answers <on> prod.\n\n~~~\nstep 5 done\n~~~\n"
 
 // liveFixture is a run still going: no result, one attempt running.
 func liveFixture() *history.Full {

@@ -73,6 +73,10 @@ func putRuns(ctx context.Context, w *history.Writer, from, to int) error {
 	return nil
 }
 
+// fixtureAgentReport is what the detailed run's agent wrote to
+// /workspace/report.md.
+const fixtureAgentReport = "# Deployed\n\n<b>not markup</b>: api behind prod.example.com\n"
+
 // detailedRun writes a run with a whole history (attempts, checkpoints,
 // effects, faults, an LLM exchange, events, logs), a reflection with an
 // isolated replay, and a gate decision; and a suite whose result lists it.
@@ -83,6 +87,9 @@ func detailedRun(ctx context.Context, w *history.Writer, id string) {
 	exit0, exit137 := 0, 137
 	out, err := w.PutBlob(ctx, []byte("starting after step 3 of 5\ndeployed <prod>\n"))
 	Expect(err).NotTo(HaveOccurred())
+	agentReport, err := w.PutBlob(ctx, []byte(fixtureAgentReport))
+	Expect(err).NotTo(HaveOccurred())
+	report := &history.ReportRecord{Path: "/workspace/report.md", Status: history.ReportKept, SHA256: agentReport, Bytes: int64(len(fixtureAgentReport))}
 	rec := history.RunRecord{ID: id, Scenario: "deploy-v2", Source: "builtin:deploy-v2", Seed: 4, Faults: []string{"kill@step:3"},
 		Status: history.StatusFinished, Verdict: "pass", Reason: "the agent reported done; all 5 invariants hold", StartedAt: start, EndedAt: ms(6000),
 		Attempts: 2, VirtualStart: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
@@ -95,7 +102,9 @@ func detailedRun(ctx context.Context, w *history.Writer, id string) {
 		history.RunEntry(rec), history.RunEntry(replayRec),
 		history.AttemptEntry(id, history.AttemptRecord{N: 1, StartedAt: ms(100), EndedAt: ms(1500), End: "killed by fault", ExitCode: &exit137}),
 		history.AttemptEntry(id, history.AttemptRecord{N: 2, StartedAt: ms(1700), EndedAt: ms(5900), End: "exited", ExitCode: &exit0, StdoutBlob: out}),
-		history.CheckpointEntry(id, history.CheckpointRecord{Seq: 1, Step: 3, Attempt: 1, Wall: ms(1200)}),
+		history.DoneEntry(id, history.DoneRecord{Outcome: "success", Attempt: 2, Virtual: rec.VirtualStart.Add(49 * time.Hour), Report: report}),
+		history.CheckpointEntry(id, history.CheckpointRecord{Seq: 1, Step: 3, Attempt: 1, Wall: ms(1200),
+			Consistency: &history.Consistency{Verdict: history.Poisoned, Reason: `the world contradicts migrated {"database":"prod-db","version":3}`}}),
 		history.CheckpointEntry(id, history.CheckpointRecord{Seq: 2, Step: 5, Attempt: 2, Wall: ms(5800)}),
 		history.FaultEntry(id, history.FaultRecord{Index: 0, Spec: "kill@step:3", From: "kill@step:3", Kind: "kill", At: "step:3", Applied: true,
 			AppliedAttempt: 1, AppliedWall: ms(1300), Met: true, MetDetail: "killed after step 3"}),

@@ -18,7 +18,7 @@ import (
 const maxEvents = 500
 
 var runHTML = sync.OnceValue(func() *template.Template {
-	return template.Must(template.New("run").Funcs(funcs).Parse(`<p class="muted">Reports of this run: <a href="{{.Base}}/report.html">HTML</a> · <a href="{{.Base}}/report.md">Markdown</a>{{if .HasResult}} · <a href="{{.Base}}/result.json">result (JSON)</a>{{end}}{{if .Parent}} · re-run of <a href="{{runLink .Parent}}">{{.Parent}}</a>{{end}}</p>
+	return template.Must(template.New("run").Funcs(funcs).Parse(`<p class="muted">Reports of this run: <a href="{{.Base}}/report.html">HTML</a> · <a href="{{.Base}}/report.md">Markdown</a>{{if .HasResult}} · <a href="{{.Base}}/result.json">result (JSON)</a>{{end}}{{if .AgentReport}} · <a href="{{.Base}}/agent-report">the agent's report file</a>{{end}}{{if .Parent}} · re-run of <a href="{{runLink .Parent}}">{{.Parent}}</a>{{end}}</p>
 {{.Report}}
 {{if .Isolated}}<h2>Isolated re-runs of its reflections</h2>
 <table><tr><th>run</th><th>purpose</th><th>verdict</th><th>reason</th></tr>
@@ -60,6 +60,7 @@ func (v *Viewer) run(w http.ResponseWriter, r *http.Request) {
 	data := struct {
 		Base, Parent string
 		HasResult    bool
+		AgentReport  bool
 		VirtualStart time.Time
 		Report       template.HTML
 		Isolated     []history.RunRecord
@@ -67,7 +68,7 @@ func (v *Viewer) run(w http.ResponseWriter, r *http.Request) {
 		Events       []history.EventRecord
 		EventsCut    int
 		Logs         []history.AttemptLog
-	}{Base: runPath(id), HasResult: run.Record.Result != nil, VirtualStart: run.Record.VirtualStart, Report: rep, LLM: run.LLM, Events: run.Events, Logs: full.Logs}
+	}{Base: runPath(id), HasResult: run.Record.Result != nil, AgentReport: full.Report != nil && full.Report.Status == history.ReportKept, VirtualStart: run.Record.VirtualStart, Report: rep, LLM: run.LLM, Events: run.Events, Logs: full.Logs}
 	if iso := run.Record.Isolated; iso != nil {
 		data.Parent = iso.Parent
 	}
@@ -117,4 +118,25 @@ func (v *Viewer) runReport(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	_, _ = w.Write([]byte(b.String()))
+}
+
+// agentReport is the agent's own report file, as it wrote it (plain text:
+// the viewer renders nothing the agent wrote).
+func (v *Viewer) agentReport(w http.ResponseWriter, r *http.Request) {
+	full, err := v.src.Full(r.Context(), r.PathValue("id"))
+	if err != nil {
+		v.fail(w, r, err)
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	rep := full.Report
+	if rep == nil || rep.Status != history.ReportKept {
+		why := "the run has no report file: its scenario names none, or its agent has not reported done"
+		if rep != nil {
+			why = "the agent's report " + rep.Describe()
+		}
+		http.Error(w, why, http.StatusNotFound)
+		return
+	}
+	_, _ = w.Write([]byte(rep.Content))
 }

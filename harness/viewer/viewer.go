@@ -73,6 +73,7 @@ func New(src Source, opts Options) *Viewer {
 	v.mux.HandleFunc("GET /runs/{id}/report.html", v.runReport)
 	v.mux.HandleFunc("GET /runs/{id}/report.md", v.runReport)
 	v.mux.HandleFunc("GET /runs/{id}/result.json", v.runReport)
+	v.mux.HandleFunc("GET /runs/{id}/agent-report", v.agentReport)
 	v.mux.HandleFunc("GET /reflections", v.reflections)
 	v.mux.HandleFunc("GET /suites", v.suites)
 	v.mux.HandleFunc("GET /suites/{id}", v.suite)

@@ -94,7 +94,8 @@ var _ = Describe("the viewer", func() {
 		code, body := get(srv, "/runs/"+detailed)
 		Expect(code).To(Equal(200))
 		for _, want := range []string{`<svg xmlns="http://www.w3.org/2000/svg"`, "restart: attempt 2", "kill@step:3", "Reflection r1", "The gate",
-			"LLM exchanges (1)", "deploy &lt;carefully&gt;", "step 5 done", "<td>&#43;2d3h30s</td>", "deployed &lt;prod&gt;", "replay 1 of 1 of reflection r1", "no-duplicate-effects"} {
+			"LLM exchanges (1)", "deploy &lt;carefully&gt;", "step 5 done", "<td>&#43;2d3h30s</td>", "deployed &lt;prod&gt;", "replay 1 of 1 of reflection r1", "no-duplicate-effects",
+			"<h2>Poisoned state</h2>", "the world contradicts migrated {&#34;database&#34;:&#34;prod-db&#34;,&#34;version&#34;:3}"} {
 			Expect(body).To(ContainSubstring(want))
 		}
 		Expect(body).NotTo(MatchRegexp(externalRef.String()))
@@ -111,6 +112,18 @@ var _ = Describe("the viewer", func() {
 		Expect(body).To(ContainSubstring(`"run_id": "` + detailed + `"`))
 		code, _ = get(srv, "/runs/"+detailed+"/report.md")
 		Expect(code).To(Equal(200))
+
+		code, body = get(srv, "/runs/"+detailed)
+		Expect(code).To(Equal(200))
+		Expect(body).To(ContainSubstring(`<a href="/runs/` + detailed + `/agent-report">the agent's report file</a>`))
+		Expect(body).To(ContainSubstring("<h2>The agent's report</h2>\n<p>/workspace/report.md, kept ("))
+		Expect(body).To(ContainSubstring("&lt;b&gt;not markup&lt;/b&gt;: api behind prod.example.com"), "what the agent wrote stays text")
+		code, body = get(srv, "/runs/"+detailed+"/agent-report")
+		Expect(code).To(Equal(200))
+		Expect(body).To(Equal(fixtureAgentReport))
+		code, body = get(srv, "/runs/"+runID(1)+"/agent-report")
+		Expect(code).To(Equal(404))
+		Expect(body).To(ContainSubstring("the run has no report file"))
 
 		code, body = get(srv, "/runs/no-such-run")
 		Expect(code).To(Equal(404))

@@ -19,7 +19,10 @@ type adapter struct {
 	c      *agent.Client
 	naive  bool // send effects without keys
 	giveUp bool // never correct a refusal: report it (errRefused)
-	api    *apiKnowledge
+	// careless takes a transient failure for success, without retrying:
+	// the step is recorded as done though the world never did it.
+	careless bool
+	api      *apiKnowledge
 	// advise proposes how to correct a refused request; default: read the
 	// world's error details directly.
 	advise func(ctx context.Context, kind string, args map[string]any, e *protocol.EffectError) (correction, error)
@@ -76,6 +79,10 @@ func (m *adapter) act(ctx context.Context, kind string, args map[string]any) (ma
 			return nil, fmt.Errorf("%s: %s", k, res.Status)
 		}
 		_ = m.c.Event(ctx, "error", fmt.Sprintf("%s: %s (%s)", k, res.Error.Message, res.Error.Code), res.Error)
+		if res.Error.Transient && m.careless {
+			_ = m.c.Event(ctx, "progress", fmt.Sprintf("%s failed (%s); carrying on as if it was done", k, res.Error.Code), nil)
+			return map[string]any{}, nil
+		}
 		if res.Error.Transient {
 			// The world never acted, or its answer was lost: wait (in the
 			// run's virtual time, so an outage of hours costs nothing real)

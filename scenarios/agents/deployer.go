@@ -10,6 +10,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"time"
 
 	"github.com/overnight-dev/overnight/sandbox/agent"
@@ -68,12 +69,14 @@ func Deployer(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	blindRetry := fs.Bool("blind-retry", false, "retry a refused step once, unchanged, under a new key of its own, before giving up")
 	randomNet := fs.Bool("random-network-name", false, "name its network with a random suffix (a re-run never asks for the same network twice: for divergence tests)")
 	flaky := fs.Bool("flaky", false, "half the time (a coin per process) send step 4 without its image, which the world refuses: a flaky agent")
+	careless := fs.Bool("careless", false, "record a step whose effect failed transiently as done, without retrying it (deliberately broken: its checkpoint's claims are poisoned)")
 	fragile := fs.Bool("fragile-resume", false, "read its checkpoint back more strictly than it writes it, so every resume dies (exit 1) — a crash-recovery bug — unless a crash_recovery lesson says how to read it")
+	report := fs.String("report", "", "before reporting done, write a Markdown report of the deployment to this file (a scenario's report:, such as /workspace/report.md)")
 	return runMain(ctx, fs, args, stderr, func(ctx context.Context, c *agent.Client) error {
 		if *stubborn {
 			ctx = context.WithoutCancel(ctx)
 		}
-		return deploy(ctx, c, deployOptions{naive: *naive, delay: *delay, giveUp: *giveUp, ignoreLessons: *ignoreLessons, blindRetry: *blindRetry, randomNet: *randomNet, flaky: *flaky, fragile: *fragile}, stdout)
+		return deploy(ctx, c, deployOptions{naive: *naive, delay: *delay, giveUp: *giveUp, ignoreLessons: *ignoreLessons, blindRetry: *blindRetry, randomNet: *randomNet, flaky: *flaky, fragile: *fragile, careless: *careless, report: *report}, stdout)
 	})
 }
 
@@ -87,6 +90,8 @@ type deployOptions struct {
 	randomNet     bool          // a random tag on the network (a re-run differs from its recording)
 	flaky         bool          // half the time, a bad step 4
 	fragile       bool          // die on every resume unless a crash_recovery lesson says how to read the checkpoint
+	careless      bool          // record a step whose effect failed transiently as done
+	report        string        // a Markdown report written here before done ("" : none)
 }
 
 // ClassCrashRecovery is the lesson class that tells the fragile deployer
@@ -183,7 +188,7 @@ func deploy(ctx context.Context, c *agent.Client, o deployOptions, out io.Writer
 		}
 	}
 	p := &planner{c: c}
-	ad := &adapter{c: c, naive: naive, giveUp: giveUp, api: &st.API, advise: p.advise}
+	ad := &adapter{c: c, naive: naive, giveUp: giveUp, careless: o.careless, api: &st.API, advise: p.advise}
 	retried := false
 	if len(st.Plan) != deploySteps {
 		// The model plans the deployment; the plan is kept in the
@@ -286,17 +291,45 @@ func deploy(ctx context.Context, c *agent.Client, o deployOptions, out io.Writer
 			if _, err := c.Checkpoint(ctx, next, st); err != nil && !errors.Is(err, agent.ErrConflict) {
 				return fmt.Errorf("checkpoint step %d: %w", next, err)
 			}
-		} else if _, err := c.Checkpoint(ctx, next, st); err != nil {
+		} else if _, err := c.CheckpointClaims(ctx, next, st, stepClaims(next, task, arg)); err != nil {
 			return fmt.Errorf("checkpoint step %d: %w", next, err)
 		}
 		fmt.Fprintf(out, "step %d done\n", next)
 		step = next
 	}
 	claims := map[string]any{"dns": task.DNS, "endpoint": st.Endpoint, "database_id": st.DatabaseID}
+	if o.report != "" {
+		text := fmt.Sprintf("# Deployed %s\n\n- network: %s\n- database: %s\n- service endpoint: %s\n- DNS: %s\n",
+			task.Service.Name, task.Network, st.DatabaseID, st.Endpoint, task.DNS)
+		if err := os.WriteFile(o.report, []byte(text), 0o644); err != nil {
+			return fmt.Errorf("write the report: %w", err)
+		}
+	}
 	if err := c.Done(ctx, protocol.OutcomeSuccess, fmt.Sprintf("deployed %s behind %s", task.Service.Name, task.DNS), claims); err != nil {
 		return fmt.Errorf("done: %w", err)
 	}
 	fmt.Fprintln(out, "deployment complete")
+	return nil
+}
+
+// stepClaims is what the deployer claims of the world once step n is
+// done (the cloud world's claims: cloud.ClaimExists, cloud.ClaimMigrated).
+func stepClaims(n int, task DeployTask, arg func(i int, name string) any) map[string]any {
+	exists := func(kind string, name any) map[string]any {
+		return map[string]any{cloud.ClaimExists: map[string]any{"kind": kind, "name": name}}
+	}
+	switch n {
+	case 1:
+		return exists(cloud.ResNetwork, arg(0, "name"))
+	case 2:
+		return exists(cloud.ResDatabase, arg(1, "name"))
+	case 3:
+		return map[string]any{cloud.ClaimMigrated: map[string]any{"database": arg(1, "name"), "version": task.Migration}}
+	case 4:
+		return exists(cloud.ResService, arg(3, "name"))
+	case 5:
+		return exists(cloud.ResDNS, arg(4, "host"))
+	}
 	return nil
 }
 

@@ -19,6 +19,7 @@ var builtins = map[string]Main{
 	"deployer":   Deployer,
 	"maintainer": Maintainer,
 	"loadgen":    Loadgen,
+	"optimizer":  Optimizer,
 }
 
 // Lookup returns the built-in agent called name.

@@ -2,6 +2,7 @@ package agents
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -41,4 +42,30 @@ func runMain(ctx context.Context, fs *flag.FlagSet, args []string, stderr io.Wri
 		return exitFailed
 	}
 	return exitOK
+}
+
+// resumeInto reads the run's last checkpoint into st, whose shape what
+// names in an error, and returns its step (0, st untouched: none yet).
+func resumeInto(ctx context.Context, c *agent.Client, what string, st any) (int, error) {
+	cp, err := c.Resume(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("resume: %w", err)
+	}
+	if cp.Seq == 0 {
+		return 0, nil
+	}
+	if err := json.Unmarshal(cp.State, st); err != nil {
+		return 0, fmt.Errorf("checkpoint %d holds no %s state: %w", cp.Seq, what, err)
+	}
+	return cp.Step, nil
+}
+
+// checkpointAt writes st as the checkpoint of step; a naive agent, which
+// never read its checkpoint back, ignores the conflict of writing behind
+// a newer one.
+func checkpointAt(ctx context.Context, c *agent.Client, naive bool, step int, st any) error {
+	if _, err := c.Checkpoint(ctx, step, st); err != nil && !(naive && errors.Is(err, agent.ErrConflict)) {
+		return fmt.Errorf("checkpoint step %d: %w", step, err)
+	}
+	return nil
 }

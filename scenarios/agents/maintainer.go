@@ -3,7 +3,6 @@ package agents
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -66,15 +65,8 @@ func (m *maintainer) run(ctx context.Context) error {
 	}
 	step := 0
 	if !m.naive {
-		cp, err := m.c.Resume(ctx)
-		if err != nil {
-			return fmt.Errorf("resume: %w", err)
-		}
-		if cp.Seq > 0 {
-			if err := json.Unmarshal(cp.State, &m.st); err != nil {
-				return fmt.Errorf("checkpoint %d holds no maintenance state: %w", cp.Seq, err)
-			}
-			step = cp.Step
+		if step, err = resumeInto(ctx, m.c, "maintenance", &m.st); err != nil {
+			return err
 		}
 	}
 	fmt.Fprintf(m.out, "attempt %d at %s: starting after step %d of %d\n", info.Attempt, info.Now.Format(time.RFC3339), step, task.Days+1)
@@ -119,8 +111,5 @@ func (m *maintainer) run(ctx context.Context) error {
 }
 
 func (m *maintainer) checkpoint(ctx context.Context, step int) error {
-	if _, err := m.c.Checkpoint(ctx, step, m.st); err != nil && !(m.naive && errors.Is(err, agent.ErrConflict)) {
-		return fmt.Errorf("checkpoint step %d: %w", step, err)
-	}
-	return nil
+	return checkpointAt(ctx, m.c, m.naive, step, m.st)
 }

@@ -1,7 +1,6 @@
 package cloud
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -86,16 +85,19 @@ func (w *World) find(kind, name, id string) *Resource {
 		}
 		return nil
 	}
-	for _, r := range w.sorted() {
-		if r.Kind == kind && r.Name == name {
-			return r
+	var found *Resource // the lowest id of that name, as sorted() would give it
+	for _, r := range w.resources {
+		if r.Kind == kind && r.Name == name && (found == nil || len(r.ID) < len(found.ID) || len(r.ID) == len(found.ID) && r.ID < found.ID) {
+			found = r
 		}
 	}
-	return nil
+	return found
 }
 
+// strictJSON decodes a claim's value, refusing one that is not an object.
 func strictJSON(raw json.RawMessage, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	return dec.Decode(v)
+	if len(raw) == 0 || raw[0] != '{' {
+		return fmt.Errorf("not an object")
+	}
+	return json.Unmarshal(raw, v)
 }

@@ -28,11 +28,7 @@ func fire(w world.World, library string) (map[string]any, error) {
 
 var _ = Describe("a dependency update", func() {
 	var w world.World
-	BeforeEach(func() {
-		j, opened := open(GinkgoT().TempDir())
-		DeferCleanup(func() { _ = j.Close() })
-		w = opened
-	})
+	BeforeEach(func() { w = fresh() })
 
 	It("is a world event the fleet declares", func() {
 		Expect(world.EventsOf(w)).To(HaveLen(1))

@@ -27,6 +27,14 @@ func open(dir string) (*journal.Journal, world.World) {
 	return j, w
 }
 
+// fresh opens a new fleet world on a real journal of its own, closed
+// when the spec ends.
+func fresh() world.World {
+	j, w := open(GinkgoT().TempDir())
+	DeferCleanup(func() { _ = j.Close() })
+	return w
+}
+
 func do(w world.World, key, kind, args string) world.Outcome {
 	o, err := w.Execute(context.Background(), world.Request{Key: key, Kind: kind, Args: json.RawMessage(args), Now: now})
 	ExpectWithOffset(1, err).NotTo(HaveOccurred())

@@ -15,11 +15,7 @@ const task = `{"goal":{"cost_cut":0.3,"visibility_floor":0.9}}`
 
 var _ = Describe("the fleet's goal", func() {
 	var w world.World
-	BeforeEach(func() {
-		j, opened := open(GinkgoT().TempDir())
-		DeferCleanup(func() { _ = j.Close() })
-		w = opened
-	})
+	BeforeEach(func() { w = fresh() })
 	check := func() world.Check {
 		c, err := w.CheckGoal(context.Background(), json.RawMessage(task))
 		ExpectWithOffset(1, err).NotTo(HaveOccurred())
@@ -80,5 +76,39 @@ var _ = Describe("the fleet's goal", func() {
 			Message: "want the share the log cost must come down by, in (0, 1), got 1.5"}))
 		_, err := w.CheckGoal(context.Background(), json.RawMessage(`{}`))
 		Expect(err).To(MatchError(ContainSubstring("cannot judge the goal")))
+	})
+})
+
+var _ = Describe("the fleet's judgement of an agent's claims", func() {
+	var w world.World
+	BeforeEach(func() { w = fresh() })
+	judge := func(claims string) (world.Check, bool) {
+		chk, judged, err := world.JudgeReport(context.Background(), w, json.RawMessage(task), json.RawMessage(claims))
+		ExpectWithOffset(1, err).NotTo(HaveOccurred())
+		return chk, judged
+	}
+
+	It("holds the report's figures to what the world shows, within a cent", func() {
+		result(do(w, "p", fleet.KindProposeCandidate, `{"id":"api-warn","service":"api","change":{"level":"warn"}}`))
+		result(do(w, "t", fleet.KindTryCandidate, `{"id":"api-warn"}`))
+		result(do(w, "a", fleet.KindApplyCandidate, `{"id":"api-warn"}`))
+		d := describe(w)
+		before, after := d.Totals.StartCostPerDay, d.Totals.CostPerDay
+		claims := func(b, a float64, kept int) string {
+			raw, _ := json.Marshal(map[string]any{"cost_before": b, "cost_after": a, "kept": kept, "rolled_back": 0, "note": "free text is left alone"})
+			return string(raw)
+		}
+		chk, judged := judge(claims(before, after+0.004, 1))
+		Expect(judged).To(BeTrue())
+		Expect(chk.OK).To(BeTrue(), chk.Detail)
+
+		chk, _ = judge(claims(before, after/2, 1))
+		Expect(chk.OK).To(BeFalse())
+		Expect(chk.Detail).To(HavePrefix("it claims a cost_after of "))
+		chk, _ = judge(claims(before, after, 3))
+		Expect(chk.Detail).To(Equal("it claims 3 candidates kept, and the world shows 1"))
+
+		_, judged = judge(``)
+		Expect(judged).To(BeFalse(), "no claims: nothing to judge")
 	})
 })

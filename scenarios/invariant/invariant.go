@@ -125,6 +125,9 @@ type Done struct {
 	// Poisoned is the world's reason to contradict the claims sent with
 	// done ("": it does not).
 	Poisoned string
+	// Claims are the figures it sent with done (its report), judged by a
+	// world that judges claims (world.ReportChecker).
+	Claims json.RawMessage
 }
 
 // Registry holds invariants by name. Registration is explicit.
@@ -193,7 +196,7 @@ func Default() *Registry {
 	r.Register(Invariant{Name: NoDuplicateEffects, Kind: Always, Judge: noDuplicateEffects,
 		Doc: "the world's ledger: no resource of a non-idempotent kind created twice under one name"})
 	r.Register(Invariant{Name: GoalReached, Kind: Eventually, Judge: goalReached,
-		Doc: "the world's state, not the agent's claim (and, with limits.recovery, the time to recover after the last fault)"})
+		Doc: "the world's state, not the agent's claim (and, with limits.recovery, the time to recover after the last fault); a world that judges claims also holds the figures the agent sent with done to what it shows"})
 	r.Register(Invariant{Name: NoLostProgress, Kind: Always, Judge: noLostProgress,
 		Doc: "the checkpoints: no attempt went back behind a step that was durable when it started"})
 	r.Register(Invariant{Name: EffectsResolved, Kind: Always, Judge: effectsResolved,
@@ -248,6 +251,17 @@ func goalReached(ctx context.Context, ev *Evidence) (Judgement, error) {
 	}
 	if j.Verdict == Fail && done != nil && done.Outcome == protocol.OutcomeSuccess {
 		j.Detail = "the agent claimed success, but the world disagrees: " + j.Detail
+	}
+	if j.Verdict == Pass && done != nil {
+		chk, judged, err := world.JudgeReport(ctx, ev.World, ev.Task, done.Claims)
+		switch {
+		case err != nil:
+			j = Judgement{Unknown, j.Detail + "; the agent's claims could not be judged: " + err.Error()}
+		case judged && !chk.OK:
+			j = Judgement{Fail, "the agent's report disagrees with the world: " + chk.Detail}
+		case judged:
+			j.Detail += "; its claims agree: " + chk.Detail
+		}
 	}
 	if j.Verdict == Pass && ev.Recovery > 0 {
 		j = recoveredInTime(j.Detail, ev)

@@ -53,6 +53,10 @@ type Task struct {
 	Count     int    `json:"count"`
 	Lease     string `json:"lease,omitempty"`
 	LeaseFrom int    `json:"lease_from,omitempty"`
+	// Network, when set, is a network the agent creates in the scenario's
+	// world: (cloud) before its puts, keyed: an agent acting on a world
+	// and an HTTP API at once.
+	Network string `json:"network,omitempty"`
 }
 
 // Lesson is one of the lessons the harness hands the attempt.
@@ -141,6 +145,19 @@ func (a *agent) run(ctx context.Context, keyed bool) error {
 	}
 	if noLease != "" {
 		_ = a.call(ctx, http.MethodPost, "/v1/events", map[string]any{"type": "lesson.used", "message": "puts without the lease", "data": map[string]string{"lesson": noLease}}, nil)
+	}
+	if info.Task.Network != "" {
+		var res struct {
+			Status string          `json:"status"`
+			Error  json.RawMessage `json:"error"`
+		}
+		eff := map[string]any{"key": "network", "kind": "cloud.create_network", "args": map[string]string{"name": info.Task.Network}}
+		if err := a.call(ctx, http.MethodPost, "/v1/effects", eff, &res); err != nil {
+			return err
+		}
+		if res.Status != "done" {
+			return fmt.Errorf("create network %s: %s %s", info.Task.Network, res.Status, res.Error)
+		}
 	}
 	fmt.Printf("attempt %d: writing keys %d..%d of %s\n", info.Attempt, step, info.Task.Count-1, info.Task.Prefix)
 	for i := step; i < info.Task.Count; i++ {

@@ -46,11 +46,6 @@ import (
 	"github.com/overnight-dev/overnight/scenarios/world/remote"
 )
 
-// MaxResponseBytes bounds an upstream's answer the world reads and keeps.
-// A larger 2xx answer is done (the request happened) with its body left out
-// (Result.TooLarge); a larger answer of another status is read up to it.
-const MaxResponseBytes = 1 << 20
-
 // Error codes of the failures the world answers with (besides http_<status>).
 const (
 	// CodeReplayDiverged: in replay, the recording has no answer for the
@@ -76,6 +71,9 @@ type Config struct {
 	// answers from (API.Mode replay), and RecordingRun names that run.
 	Recording    []world.LedgerEntry
 	RecordingRun string
+	// Blobs keeps answers over InlineBodyBytes out of the journal record
+	// (nil: every answer inline).
+	Blobs Blobs
 }
 
 // World is an HTTP API as a world. It is safe for concurrent use.
@@ -160,7 +158,12 @@ type Result struct {
 	Base64 []byte          `json:"base64,omitempty"`
 	// RetryAfter is the upstream's Retry-After header (of a 429, say).
 	RetryAfter string `json:"retry_after,omitempty"`
-	// TooLarge is the size of a 2xx body over MaxResponseBytes, left out.
+	// BodyBlob is the hash of the body kept as a blob (an answer over
+	// InlineBodyBytes; Resolve reads it), of BodySize bytes.
+	BodyBlob string `json:"body_blob,omitempty"`
+	BodySize int64  `json:"body_size,omitempty"`
+	// TooLarge is the size of a 2xx body over the limit, left out (a
+	// journal written before max_body: such an answer now fails).
 	TooLarge int64 `json:"too_large,omitempty"`
 	// Reconciled says the request's answer was lost and its effect found
 	// upstream by the API's lookup: Body is then the lookup's answer.
@@ -226,7 +229,9 @@ func (w *World) Execute(ctx context.Context, req world.Request) (world.Outcome, 
 		if err != nil {
 			return world.Outcome{}, err
 		}
-		out = w.outcome(route, res)
+		if out, err = w.outcome(ctx, route, res); err != nil {
+			return world.Outcome{}, err
+		}
 	}
 	e := world.LedgerEntry{Key: req.Key, Kind: req.Kind, Args: req.Args, Outcome: out, At: req.Now}
 	if err := w.record(ctx, e); err != nil {
@@ -241,7 +246,7 @@ type answer struct {
 	status   int
 	header   http.Header
 	body     []byte
-	overSize int64 // a 2xx body's size past MaxResponseBytes (then body is empty)
+	overSize int64 // a body over max_body: the bytes read of it, past the limit (then body is empty)
 }
 
 // send sends one request upstream: args as the JSON body, or as the query
@@ -290,18 +295,14 @@ func (w *World) send(ctx context.Context, method, path string, args json.RawMess
 		return fail(0, "no answer: %v", err)
 	}
 	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, MaxResponseBytes+1))
+	most := MaxBody(w.cfg.API)
+	data, err := io.ReadAll(io.LimitReader(resp.Body, most+1))
 	if err != nil {
 		return fail(resp.StatusCode, "the answer (%s) broke off: %v", resp.Status, err)
 	}
 	a := answer{route: route, status: resp.StatusCode, header: resp.Header, body: data}
-	if len(data) > MaxResponseBytes {
-		rest, _ := io.Copy(io.Discard, resp.Body)
-		if resp.StatusCode/100 == 2 {
-			a.body, a.overSize = nil, int64(len(data))+rest
-		} else {
-			a.body = data[:MaxResponseBytes]
-		}
+	if int64(len(data)) > most && resp.StatusCode < 500 {
+		a.body, a.overSize = nil, int64(len(data))
 	}
 	if resp.StatusCode >= 500 {
 		return fail(resp.StatusCode, "answered %s: %s", resp.Status, snippet(data))
@@ -309,16 +310,22 @@ func (w *World) send(ctx context.Context, method, path string, args json.RawMess
 	return a, nil
 }
 
-// outcome reads an answer below 500 as the world's answer.
-func (w *World) outcome(route scenarios.HTTPRoute, a answer) world.Outcome {
-	res := Result{Status: a.status, ContentType: a.header.Get("Content-Type"), RetryAfter: a.header.Get("Retry-After"), TooLarge: a.overSize}
-	res.setBody(a.body)
+// outcome reads an answer below 500 as the world's answer: one over
+// max_body a failure (too_large), a large body kept as a blob.
+func (w *World) outcome(ctx context.Context, route scenarios.HTTPRoute, a answer) (world.Outcome, error) {
+	if a.overSize > 0 {
+		return w.tooLarge(route.String(), a.status, a.overSize), nil
+	}
+	res := Result{Status: a.status, ContentType: a.header.Get("Content-Type"), RetryAfter: a.header.Get("Retry-After")}
+	if err := w.keepBody(ctx, &res, a.body); err != nil {
+		return world.Outcome{}, err
+	}
 	if a.status/100 == 2 {
 		b, err := json.Marshal(res)
 		if err != nil {
-			return world.Failed(http.StatusBadGateway, "bad_answer", "%s: %v", route, err)
+			return world.Failed(http.StatusBadGateway, "bad_answer", "%s: %v", route, err), nil
 		}
-		return world.Outcome{Status: protocol.StatusDone, Result: b}
+		return world.Outcome{Status: protocol.StatusDone, Result: b}, nil
 	}
 	o := world.FailedWith(a.status, fmt.Sprintf("http_%d", a.status), res, "%s answered %d %s: %s", route, a.status, http.StatusText(a.status), snippet(a.body))
 	switch a.status {
@@ -329,7 +336,7 @@ func (w *World) outcome(route scenarios.HTTPRoute, a answer) world.Outcome {
 			o.Error.Transient = false // a 1xx or 3xx the client did not follow: the upstream's answer
 		}
 	}
-	return o
+	return o, nil
 }
 
 // setBody keeps body as JSON, text or bytes.
@@ -490,6 +497,8 @@ func (w *World) LookupRequest(ctx context.Context, req world.Request) (world.Out
 	}
 	lookup := l.Method + " " + l.Path
 	switch {
+	case a.overSize > 0:
+		return world.Outcome{}, false, fmt.Errorf("HTTP API %s: the lookup %s for key %q answered %d with a body over its max_body (%d bytes): %w", w.cfg.API.Name, lookup, req.Key, a.status, MaxBody(w.cfg.API), world.ErrCannotLookup)
 	case a.status == http.StatusNotFound:
 		return world.Outcome{}, false, nil
 	case a.status/100 != 2:
@@ -509,7 +518,9 @@ func (w *World) LookupRequest(ctx context.Context, req world.Request) (world.Out
 		return world.Outcome{}, false, nil
 	}
 	res := Result{Status: http.StatusOK, ContentType: "application/json", Reconciled: true}
-	res.setBody(a.body)
+	if err := w.keepBody(ctx, &res, a.body); err != nil {
+		return world.Outcome{}, false, err
+	}
 	b, err := json.Marshal(res)
 	if err != nil {
 		return world.Outcome{}, false, err

@@ -61,8 +61,13 @@ func (w *World) Probe(ctx context.Context, method, path string, body json.RawMes
 		if err != nil {
 			return 0, nil, err
 		}
-		res = Result{Status: a.status, ContentType: a.header.Get("Content-Type"), TooLarge: a.overSize}
-		res.setBody(a.body)
+		if a.overSize > 0 {
+			return a.status, nil, fmt.Errorf("HTTP API %s: the probe %s %s answered %d with a body over its max_body (%d bytes)", w.cfg.API.Name, method, path, a.status, MaxBody(w.cfg.API))
+		}
+		res = Result{Status: a.status, ContentType: a.header.Get("Content-Type")}
+		if err := w.keepBody(ctx, &res, a.body); err != nil {
+			return 0, nil, err
+		}
 		b, err := json.Marshal(res)
 		if err != nil {
 			return 0, nil, err
@@ -71,6 +76,10 @@ func (w *World) Probe(ctx context.Context, method, path string, body json.RawMes
 		if err := w.record(ctx, e); err != nil {
 			return 0, nil, fmt.Errorf("journal the goal's probe of HTTP API %s: %w", w.cfg.API.Name, err)
 		}
+	}
+	res, err := res.Resolve(w.cfg.Blobs)
+	if err != nil {
+		return 0, nil, fmt.Errorf("HTTP API %s: the probe %s %s: %w", w.cfg.API.Name, method, path, err)
 	}
 	var response any
 	if raw := res.Bytes(); len(raw) > 0 {

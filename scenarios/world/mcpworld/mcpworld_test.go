@@ -247,6 +247,38 @@ var _ = Describe("an MCP server as a world", func() {
 			Expect(out.Error.Code).To(Equal(mcpworld.CodeToolError))
 		})
 
+		It("drives a real MCP server from outside the project: the go-sdk's own memory example, built from the module", func(ctx SpecContext) {
+			dir := GinkgoT().TempDir()
+			bin := filepath.Join(dir, "memory")
+			build := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/modelcontextprotocol/go-sdk/examples/server/memory")
+			build.Env = append(os.Environ(), "CGO_ENABLED=0")
+			out, err := build.CombinedOutput()
+			Expect(err).NotTo(HaveOccurred(), "%s", out)
+			file := filepath.Join(dir, "memory.json")
+			s := scenarios.MCPServer{Name: "memory", Command: []string{bin, "-memory", file}}
+			w, err := mcpworld.Open(ctx, stdio(s), world.NewMemStore(), []byte("m/"))
+			Expect(err).NotTo(HaveOccurred())
+			DeferCleanup(w.Close)
+			kinds := map[string]world.KindInfo{}
+			for _, k := range w.Kinds() {
+				kinds[k.Name] = k
+			}
+			Expect(kinds).To(HaveKey("mcp.memory.create_entities"))
+			Expect(kinds).To(HaveKey("mcp.memory.read_graph"))
+			create := world.Request{Key: "e1", Kind: "mcp.memory.create_entities", Now: t0,
+				Args: json.RawMessage(`{"entities":[{"name":"disk","entityType":"device","observations":["full"]}]}`)}
+			res, err := w.Execute(ctx, create)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(res.Status).To(Equal(protocol.StatusDone), "%s", res.Error)
+			res, err = w.Execute(ctx, world.Request{Key: "r1", Kind: "mcp.memory.read_graph", Args: json.RawMessage(`{}`), Now: t0})
+			Expect(err).NotTo(HaveOccurred())
+			Expect(string(res.Result)).To(ContainSubstring(`disk`), "the server's own answer")
+			Expect(file).To(BeAnExistingFile(), "the server persisted its graph itself")
+			raw, err := os.ReadFile(file)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(string(raw)).To(ContainSubstring("full"))
+		})
+
 		DescribeTable("refuses a server that does not start or does not speak MCP, saying so",
 			func(ctx SpecContext, command []string, want string) {
 				s := scenarios.MCPServer{Name: "bad", Command: command}

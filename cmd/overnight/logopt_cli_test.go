@@ -1,0 +1,121 @@
+package main
+
+import (
+	"context"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/overnight-dev/overnight/harness"
+)
+
+// invariant is the named invariant of a result.
+func invariant(res harness.Result, name string) harness.InvariantResult {
+	GinkgoHelper()
+	for _, inv := range res.Invariants {
+		if inv.Name == name {
+			return inv
+		}
+	}
+	Fail("no invariant " + name + " in the result")
+	return harness.InvariantResult{}
+}
+
+var _ = Describe("overnight run logopt: the optimizer on the fleet world", func() {
+	It("cuts the fleet's log cost through a kill and an outage drawn from the seed, and passes", func(ctx SpecContext) {
+		o := overnight(ctx, stateDir(), nil, "run", "logopt", "-o", "json", "-q")
+		Expect(o.code).To(Equal(0), o.stderr)
+		res := decodeResult(o.stdout)
+		Expect(res.Verdict).To(Equal("pass"), o.stdout)
+		Expect(res.Attempts).To(Equal(2), "the kill ends attempt 1")
+		Expect(res.StepsCompleted).To(Equal(16), "the plan and 15 candidates, each a checkpoint")
+		var kinds []string
+		for _, f := range res.Faults {
+			Expect(f.Applied).To(BeTrue(), f.Spec)
+			kinds = append(kinds, f.Kind)
+		}
+		Expect(kinds).To(ConsistOf("kill", "netdrop"))
+		Expect(res.Effects.Duplicates).To(Equal(0))
+		Expect(res.LLM).NotTo(BeNil())
+		Expect(res.LLM.Calls).To(Equal(1), "the scripted model chose the candidates once; the plan is in the checkpoint, so the attempt after the kill does not ask again")
+		Expect(invariant(res, "goal-reached").Detail).To(MatchRegexp(`^log cost [0-9.]+ -> [0-9.]+ \$/day \(down [0-9.]+%, want 30\.0%\); error visibility >= 0\.9 on all 5 services .*candidates: 11 applied, 4 rolled back, 0 only proposed; its claims agree: cost_before [0-9.]+, cost_after [0-9.]+, 11 kept, 4 rolled back$`))
+	}, SpecTimeout(3*time.Minute))
+
+	// failedInvariant runs logopt with a broken variant of the optimizer
+	// and returns the named invariant, which must have failed the run.
+	failedInvariant := func(ctx context.Context, variant, name string) harness.InvariantResult {
+		GinkgoHelper()
+		o := overnight(ctx, stateDir(), nil, "run", "logopt", "--agent", variant, "-o", "json", "-q")
+		Expect(o.code).To(Equal(1), o.stderr)
+		inv := invariant(decodeResult(o.stdout), name)
+		Expect(inv.Verdict).To(Equal("fail"))
+		return inv
+	}
+
+	It("catches the naive optimizer, which tries its candidates again after the kill: no-duplicate-effects on the trials", func(ctx SpecContext) {
+		Expect(failedInvariant(ctx, "naive", "no-duplicate-effects").Detail).To(HavePrefix(`trial "api-warn" created `))
+	}, SpecTimeout(3*time.Minute))
+
+	It("catches the optimizer that keeps a candidate blinding a service to its errors, and the one that leaves failed candidates on staging: goal-reached", func(ctx SpecContext) {
+		Expect(failedInvariant(ctx, "blind", "goal-reached").Detail).To(HaveSuffix("worker sees 0.1 of its errors, below the floor 0.9 (level warn, sampling 0.1, exempt_errors false)"))
+		Expect(failedInvariant(ctx, "leave-failed", "goal-reached").Detail).To(ContainSubstring("candidate api-text (api) was tried and neither applied nor rolled back: half-applied"))
+	}, SpecTimeout(3*time.Minute))
+
+	It("catches the optimizer whose report claims a saving the world does not show: goal-reached judges done's claims against the world", func(ctx SpecContext) {
+		Expect(failedInvariant(ctx, "overclaim", "goal-reached").Detail).To(MatchRegexp(`^the agent's report disagrees with the world: it claims a cost_after of [0-9.]+ \$/day, and the world shows [0-9.]+$`))
+	}, SpecTimeout(3*time.Minute))
+
+	It("runs logopt-week: seven virtual days through three restarts, two outages and a dependency update, in seconds", func(ctx SpecContext) {
+		o := overnight(ctx, stateDir(), nil, "run", "logopt-week", "-o", "json", "-q")
+		Expect(o.code).To(Equal(0), o.stderr)
+		res := decodeResult(o.stdout)
+		Expect(res.Verdict).To(Equal("pass"), o.stdout)
+		kinds := map[string]int{}
+		for _, f := range res.Faults {
+			Expect(f.Applied).To(BeTrue(), f.Spec)
+			kinds[f.Kind]++
+		}
+		Expect(kinds["netdrop"]).To(Equal(2))
+		Expect(kinds["dep-update"]).To(Equal(1))
+		Expect(kinds["kill"] + kinds["stop"] + kinds["restart"]).To(Equal(3))
+		Expect(res.VirtualMS).To(BeNumerically(">=", (6 * 24 * time.Hour).Milliseconds()))
+	}, SpecTimeout(3*time.Minute))
+
+	It("lives through a dependency update that makes a candidate stale, and a harness crash after it: resumed, the update is not fired again", func(ctx SpecContext) {
+		state := stateDir()
+		// Effect 3 is the first candidate's trial: the update lands between
+		// its proposal and its trial, so the trial fails stale.
+		o := overnight(ctx, state, nil, "run", "logopt", "--fault", "dep-update@effect:3", "--fault", "harness-crash@effect:5", "-o", "json", "-q")
+		Expect(o.code).To(Equal(137), o.stderr)
+		r := overnight(ctx, state, nil, "resume", runIDOf(o.stderr), "-o", "json", "-q")
+		Expect(r.code).To(Equal(0), r.stderr)
+		res := decodeResult(r.stdout)
+		Expect(res.Verdict).To(Equal("pass"), r.stdout)
+		Expect(res.Faults[0].Kind).To(Equal("dep-update"))
+		Expect(res.Faults[0].Applied).To(BeTrue())
+		Expect(res.StepsCompleted).To(Equal(17), "the stale candidate was proposed again, once")
+		Expect(invariant(res, "goal-reached").Detail).To(ContainSubstring("candidates: 11 applied, 5 rolled back"))
+	}, SpecTimeout(3*time.Minute))
+
+	It("gives the same history digest for the same seed, and the shrinker takes the naive optimizer's failure down to its kill", func(ctx SpecContext) {
+		state := stateDir()
+		a := decodeResult(overnight(ctx, state, nil, "run", "logopt-week", "--seed", "5", "-o", "json", "-q").stdout)
+		b := decodeResult(overnight(ctx, state, nil, "run", "logopt-week", "--seed", "5", "-o", "json", "-q").stdout)
+		Expect(a.Verdict).To(Equal("pass"))
+		Expect(b.HistoryDigest).To(Equal(a.HistoryDigest))
+
+		o := overnight(ctx, state, nil, "run", "logopt", "--agent", "naive", "-o", "json", "-q")
+		Expect(o.code).To(Equal(1))
+		s := overnight(ctx, state, nil, "shrink", decodeResult(o.stdout).RunID, "--max-runs", "4", "-o", "json")
+		Expect(s.code).To(Equal(0), s.stderr)
+		Expect(s.stdout).To(MatchRegexp(`"faults": \[\s*"kill@t:[0-9hm]+"\s*\]`))
+		Expect(s.stdout).To(ContainSubstring(`"invariant": "no-duplicate-effects"`))
+	}, SpecTimeout(4*time.Minute))
+
+	It("refuses dep-update on a world without the event (exit 3, fault_invalid)", func(ctx SpecContext) {
+		o := overnight(ctx, stateDir(), nil, "run", "deploy", "--fault", "dep-update@t:1h")
+		Expect(o.code).To(Equal(3))
+		Expect(o.stderr).To(ContainSubstring("dep-update fires the world event world.dep_update, which world cloud does not undergo (the worlds that do: fleet"))
+	})
+})

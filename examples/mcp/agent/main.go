@@ -1,0 +1,145 @@
+// Command agent is the example agent of the MCP scenario
+// (examples/mcp/scenario.yaml): it opens one ticket per title of the task
+// with the MCP server's create_ticket tool, one ticket per step, through
+// the official Go SDK's MCP client pointed at $OVERNIGHT_MCP_URL — the
+// gateway's MCP endpoint, where the scenario's servers' tools appear as
+// <server>__<tool>. Its task and checkpoints come from the harness through
+// the project's agent SDK (sandbox/agent).
+//
+// Well-behaved (the default), it resumes from its last checkpoint and gives
+// each create a key in the call's _meta, "overnight.dev/idempotency-key"
+// ("ticket-2"), so a call it made just before it was killed is answered
+// from the harness's record when it makes it again (the result's _meta says
+// "overnight.dev/replayed": true), instead of opening the ticket twice. A
+// call the harness refuses for now (a JSON-RPC error whose data carries
+// retry_after_ms) is retried under the same key.
+//
+// With --no-keys it is the deliberately broken variant: no keys, and it
+// never reads its checkpoint back, so after a restart it starts over and
+// opens every ticket again — tickets.py's own file shows them twice, and
+// the harness's no-duplicate-effects invariant catches it.
+//
+//	CGO_ENABLED=0 go build -o examples/mcp/bin/mcp-agent ./examples/mcp/agent
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/overnight-dev/overnight/sandbox/agent"
+)
+
+// Task is the scenario's task: a ticket to open per title.
+type Task struct {
+	Titles []string `json:"titles"`
+}
+
+// maxTries bounds the tries of one call the harness refuses for now.
+const maxTries = 30
+
+func main() {
+	noKeys := flag.Bool("no-keys", false, "send no idempotency keys and start over on every attempt (the broken variant)")
+	flag.Parse()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	a, err := agent.FromEnv()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "mcp-agent:", err)
+		os.Exit(2)
+	}
+	if err := run(ctx, a, !*noKeys); err != nil {
+		fmt.Fprintln(os.Stderr, "mcp-agent:", err)
+		_ = a.Done(ctx, "failure", err.Error(), nil)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, a *agent.Client, keyed bool) error {
+	info, err := a.Run(ctx)
+	if err != nil {
+		return err
+	}
+	var task Task
+	if err := json.Unmarshal(info.Task, &task); err != nil || len(task.Titles) == 0 {
+		return fmt.Errorf("the task wants {titles: [...]}, got %s", info.Task)
+	}
+	step := 0
+	if keyed {
+		cp, err := a.Resume(ctx)
+		if err != nil {
+			return err
+		}
+		step = cp.Step
+	}
+	url := os.Getenv("OVERNIGHT_MCP_URL")
+	if url == "" {
+		return errors.New("OVERNIGHT_MCP_URL is not set: the scenario declares no mcp: servers")
+	}
+	client := mcp.NewClient(&mcp.Implementation{Name: "mcp-agent", Version: "v1"}, nil)
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, DisableStandaloneSSE: true}, nil)
+	if err != nil {
+		return fmt.Errorf("connect to %s: %w", url, err)
+	}
+	defer cs.Close()
+	tools, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("attempt %d: %d tools; opening tickets %d..%d\n", info.Attempt, len(tools.Tools), step, len(task.Titles)-1)
+	for i := step; i < len(task.Titles); i++ {
+		params := &mcp.CallToolParams{Name: "tickets__create_ticket", Arguments: map[string]any{"title": task.Titles[i]}}
+		if keyed {
+			params.Meta = mcp.Meta{"overnight.dev/idempotency-key": fmt.Sprintf("ticket-%d", i)}
+		}
+		res, err := call(ctx, cs, params)
+		if err != nil {
+			return err
+		}
+		if res.IsError {
+			return fmt.Errorf("create_ticket %q: the tool answered an error: %s", task.Titles[i], text(res))
+		}
+		fmt.Printf("ticket %d: %s (replayed: %v)\n", i, text(res), res.Meta["overnight.dev/replayed"] == true)
+		if _, err := a.Checkpoint(ctx, i+1, map[string]int{"opened": i + 1}); err != nil {
+			return err
+		}
+	}
+	return a.Done(ctx, "success", fmt.Sprintf("opened %d tickets", len(task.Titles)), nil)
+}
+
+// call makes one tools/call, retrying under the same key while the harness
+// says to try again later.
+func call(ctx context.Context, cs *mcp.ClientSession, params *mcp.CallToolParams) (*mcp.CallToolResult, error) {
+	for try := 1; ; try++ {
+		res, err := cs.CallTool(ctx, params)
+		var rpc *jsonrpc.Error
+		if err == nil || !errors.As(err, &rpc) || try >= maxTries {
+			return res, err
+		}
+		var data struct {
+			Code         string `json:"code"`
+			RetryAfterMS int64  `json:"retry_after_ms"`
+		}
+		if json.Unmarshal(rpc.Data, &data) != nil || data.RetryAfterMS <= 0 {
+			return nil, err
+		}
+		fmt.Printf("%s: %s, retrying in %dms\n", params.Name, data.Code, data.RetryAfterMS)
+		time.Sleep(time.Duration(data.RetryAfterMS) * time.Millisecond)
+	}
+}
+
+func text(res *mcp.CallToolResult) string {
+	for _, c := range res.Content {
+		if t, ok := c.(*mcp.TextContent); ok {
+			return t.Text
+		}
+	}
+	return ""
+}

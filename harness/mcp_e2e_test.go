@@ -1,0 +1,189 @@
+package harness_test
+
+import (
+	"archive/tar"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/docker/docker/api/types/build"
+	"github.com/docker/docker/api/types/image"
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/overnight-dev/overnight/harness"
+	"github.com/overnight-dev/overnight/harness/harnesstest"
+	"github.com/overnight-dev/overnight/sandbox/docker"
+	"github.com/overnight-dev/overnight/scenarios"
+	"github.com/overnight-dev/overnight/scenarios/world/mcpworld"
+)
+
+// mcpScenario is examples/mcp/scenario.yaml with its agent at bin (or the
+// image agentImage, when given) and the notes server at notes.
+func mcpScenario(bin, notes, agentImage string, replace ...string) *scenarios.Scenario {
+	GinkgoHelper()
+	path := filepath.Join(harnesstest.ModuleRoot(), "examples", "mcp", "scenario.yaml")
+	raw, err := os.ReadFile(path)
+	Expect(err).NotTo(HaveOccurred())
+	text := strings.NewReplacer(replace...).Replace(string(raw))
+	text = strings.ReplaceAll(text, "./bin/mcp-agent", bin)
+	text = strings.ReplaceAll(text, "./bin/notes", notes)
+	if agentImage != "" {
+		text = strings.Replace(text, "agent:\n  binary: "+bin+"\n", "agent: {image: "+agentImage+"}\n", 1)
+		text = strings.Replace(text, "agents:\n  nokeys:\n    binary: "+bin+"\n", "agents:\n  nokeys:\n    image: "+agentImage+"\n", 1)
+		text = strings.Replace(text, "args: [--no-keys]", "args: [python3, /agent/client.py, --no-keys]", 1)
+	}
+	s, err := scenarios.Parse(path, []byte(text))
+	Expect(err).NotTo(HaveOccurred())
+	return s
+}
+
+// ticket is one ticket as tickets.py keeps it in its own file.
+type ticket struct {
+	ID    int     `json:"id"`
+	Title string  `json:"title"`
+	Key   *string `json:"key"`
+}
+
+// tickets reads tickets.py's own file of run runID.
+func tickets(h *harness.Harness, runID string) []ticket {
+	GinkgoHelper()
+	raw, err := os.ReadFile(filepath.Join(h.StateDir(), "mcp", "tickets-"+runID, "data", "tickets.json"))
+	Expect(err).NotTo(HaveOccurred())
+	var state struct {
+		Tickets []ticket `json:"tickets"`
+	}
+	Expect(json.Unmarshal(raw, &state)).To(Succeed())
+	return state.Tickets
+}
+
+func titles(ts []ticket) []string {
+	var out []string
+	for _, t := range ts {
+		out = append(out, t.Title)
+	}
+	return out
+}
+
+var _ = Describe("an agent whose tools are MCP servers, through the gateway's MCP endpoint", Ordered, func() {
+	var agentBin, notesBin string
+	BeforeAll(func(ctx SpecContext) {
+		dir, err := os.MkdirTemp("", "ovn-mcp-agent-")
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(os.RemoveAll, dir)
+		agentBin, notesBin = filepath.Join(dir, "mcp-agent"), filepath.Join(dir, "notes")
+		Expect(harnesstest.Build(ctx, "./examples/mcp/agent", agentBin, fmt.Sprintf("mcp-e2e-%d", time.Now().UnixNano()))).To(Succeed())
+		Expect(harnesstest.Build(ctx, "./examples/mcp/notes", notesBin, "")).To(Succeed())
+		DeferCleanup(func(ctx SpecContext) {
+			eng := docker.New(dockerCli, docker.Options{})
+			if ref, err := eng.ImageRef(ctx, docker.ImageSpec{InitBinary: initBinary, AgentBinary: agentBin}); err == nil {
+				Expect(eng.RemoveImage(ctx, ref)).To(Succeed())
+			}
+		})
+	}, NodeTimeout(5*time.Minute))
+
+	It("killed after the server opened its second ticket, passes when it keys its calls: tickets.py's own file has each ticket once", func(ctx SpecContext) {
+		h := newHarness(ctx, nil)
+		res, err := h.Run(ctx, harness.RunRequest{Scenario: mcpScenario(agentBin, notesBin, "")})
+		Expect(err).NotTo(HaveOccurred())
+		logs, _ := h.Logs(res.RunID)
+		Expect(res.Verdict).To(Equal(harness.VerdictPass), "%s\n%+v\n%+v", res.Reason, res.Invariants, logs)
+		Expect(res.Attempts).To(Equal(2), "the attempt killed, and the one that resumed: %+v\n%s", res.Faults, logs)
+		Expect(res.Effects.Executed).To(Equal(3))
+		Expect(res.Effects.Deduplicated).To(Equal(1), "the call killed in flight was answered from the journal")
+		Expect(res.Effects.Duplicates).To(BeZero())
+		Expect(stderr(h, res.RunID, 2)).To(BeEmpty())
+
+		ts := tickets(h, res.RunID)
+		Expect(titles(ts)).To(Equal([]string{"disk full", "cert expired", "backup failed"}), "the server's own state: each ticket once")
+		Expect(*ts[1].Key).To(Equal("k/ticket-1"), "the effect's id, from the agent's key, reached the server in _meta")
+
+		run, err := h.History().Load(ctx, res.RunID)
+		Expect(err).NotTo(HaveOccurred())
+		var kinds []string
+		for _, eff := range run.Effects {
+			kinds = append(kinds, eff.Kind+" "+eff.Key)
+		}
+		Expect(kinds).To(Equal([]string{"mcp.tickets.create_ticket ticket-0", "mcp.tickets.create_ticket ticket-1", "mcp.tickets.create_ticket ticket-2"}))
+		Expect(run.Ledger).To(HaveLen(3), "the journal of the server's answers, read with the server gone")
+		Expect(filepath.Join(h.StateDir(), "mcp", "tickets-"+res.RunID, "server.log")).To(BeAnExistingFile(), "the server's stderr is kept")
+	}, SpecTimeout(3*time.Minute))
+
+	It("fails with no-duplicate-effects when it sends no keys and starts over: tickets.py's own file shows the duplicates", func(ctx SpecContext) {
+		h := newHarness(ctx, nil)
+		res, err := h.Run(ctx, harness.RunRequest{Scenario: mcpScenario(agentBin, notesBin, ""), Agent: "nokeys"})
+		Expect(err).NotTo(HaveOccurred())
+		logs, _ := h.Logs(res.RunID)
+		Expect(res.Verdict).To(Equal(harness.VerdictFail), "%s\n%+v", res.Reason, logs)
+		dup := invariant(res, harness.InvNoDuplicateEffects)
+		Expect(dup.Verdict).To(Equal(harness.VerdictFail))
+		Expect(dup.Detail).To(ContainSubstring(`mcp.tickets.create_ticket`))
+		Expect(res.Effects.Duplicates).To(Equal(2))
+		Expect(res.Effects.Unkeyed).To(Equal(5), "two calls before the kill, three after")
+		Expect(titles(tickets(h, res.RunID))).To(Equal([]string{"disk full", "cert expired", "disk full", "cert expired", "backup failed"}),
+			"the server's own file agrees: two tickets opened twice")
+	}, SpecTimeout(3*time.Minute))
+
+	It("refuses a server that does not speak MCP before the first attempt, naming it and what it said", func(ctx SpecContext) {
+		h := newHarness(ctx, nil)
+		scen := mcpScenario(agentBin, notesBin, "", "command: [python3, tickets.py]", `command: [sh, -c, "echo 'this is not MCP' >&2; echo hello; sleep 30"]`)
+		_, err := h.Run(ctx, harness.RunRequest{Scenario: scen})
+		Expect(err).To(MatchError(mcpworld.ErrServer))
+		Expect(err.Error()).To(And(ContainSubstring("MCP server tickets"), ContainSubstring("initialize"), ContainSubstring("this is not MCP")))
+		runs, err := h.History().Runs()
+		Expect(err).NotTo(HaveOccurred())
+		Expect(runs).To(BeEmpty(), "nothing was recorded")
+	}, SpecTimeout(2*time.Minute))
+
+	Context("with client.py, a Python MCP client of the standard library alone, as the agent", func() {
+		var tag string
+		BeforeAll(func(ctx SpecContext) {
+			const base = "overnight-test/debian-python:bookworm"
+			if _, err := dockerCli.ImageInspect(ctx, base); err != nil {
+				Skip("the Debian+Python image " + base + " is not on the engine: run `make python-image` as root once")
+			}
+			data, err := os.ReadFile(filepath.Join(harnesstest.ModuleRoot(), "examples", "mcp", "client.py"))
+			Expect(err).NotTo(HaveOccurred())
+			dockerfile := []byte("FROM " + base + "\nCOPY client.py /agent/\nENV PYTHONUNBUFFERED=1\nCMD [\"python3\", \"/agent/client.py\"]\n")
+			var buf bytes.Buffer
+			tw := tar.NewWriter(&buf)
+			for name, b := range map[string][]byte{"Dockerfile": dockerfile, "client.py": data} {
+				Expect(tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(b))})).To(Succeed())
+				_, err = tw.Write(b)
+				Expect(err).NotTo(HaveOccurred())
+			}
+			Expect(tw.Close()).To(Succeed())
+			tag = fmt.Sprintf("overnight-test/mcp-client-py:%d", time.Now().UnixNano())
+			resp, err := dockerCli.ImageBuild(ctx, &buf, build.ImageBuildOptions{Tags: []string{tag}, Remove: true, ForceRemove: true, Version: build.BuilderV1})
+			Expect(err).NotTo(HaveOccurred())
+			DeferCleanup(func(ctx SpecContext) {
+				_, err := dockerCli.ImageRemove(ctx, tag, image.RemoveOptions{Force: true, PruneChildren: true})
+				Expect(err).NotTo(HaveOccurred())
+			})
+			body, _ := io.ReadAll(resp.Body)
+			Expect(resp.Body.Close()).To(Succeed())
+			Expect(string(body)).NotTo(ContainSubstring(`"errorDetail"`), "docker build of client.py's image")
+		}, NodeTimeout(5*time.Minute))
+
+		It("passes with keys through the kill, and fails no-duplicate-effects without: the server's file agrees both times", func(ctx SpecContext) {
+			h := newHarness(ctx, nil)
+			res, err := h.Run(ctx, harness.RunRequest{Scenario: mcpScenario(agentBin, notesBin, tag)})
+			Expect(err).NotTo(HaveOccurred())
+			logs, _ := h.Logs(res.RunID)
+			Expect(res.Verdict).To(Equal(harness.VerdictPass), "%s\n%+v\n%+v", res.Reason, res.Invariants, logs)
+			Expect(res.Effects.Deduplicated).To(Equal(1))
+			Expect(titles(tickets(h, res.RunID))).To(Equal([]string{"disk full", "cert expired", "backup failed"}))
+
+			res, err = h.Run(ctx, harness.RunRequest{Scenario: mcpScenario(agentBin, notesBin, tag), Agent: "nokeys"})
+			Expect(err).NotTo(HaveOccurred())
+			Expect(res.Verdict).To(Equal(harness.VerdictFail), res.Reason)
+			Expect(invariant(res, harness.InvNoDuplicateEffects).Verdict).To(Equal(harness.VerdictFail))
+			Expect(tickets(h, res.RunID)).To(HaveLen(5))
+		}, SpecTimeout(4*time.Minute))
+	})
+})
