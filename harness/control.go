@@ -92,14 +92,19 @@ func (h *Harness) serveControl() *controlServer {
 	})
 	mux.HandleFunc("POST /v1/runs/{id}/gate/{decision}", func(w http.ResponseWriter, r *http.Request) {
 		var body struct {
-			Key string `json:"key"`
-			By  string `json:"by"`
+			Effect     string `json:"effect"`
+			Key        string `json:"key"` // an older client's name for effect
+			ArgsDigest string `json:"args_digest"`
+			By         string `json:"by"`
 		}
 		err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&body)
+		if body.Effect == "" {
+			body.Effect = body.Key
+		}
 		if err == nil {
 			switch d := r.PathValue("decision"); d {
 			case "approve", "deny":
-				err = h.Decide(r.Context(), r.PathValue("id"), body.Key, d == "approve", body.By)
+				err = h.Decide(r.Context(), r.PathValue("id"), Decision{Effect: body.Effect, ArgsDigest: body.ArgsDigest, Approve: d == "approve", By: body.By})
 			default:
 				err = fmt.Errorf("no gate decision %q: approve or deny", d)
 			}
@@ -266,12 +271,12 @@ func (rm *Remote) Held(ctx context.Context, runID string) ([]HeldEffect, error) 
 
 // Decide approves or denies a held effect, as (*Harness).Decide does in the
 // owning process.
-func (rm *Remote) Decide(ctx context.Context, runID, key string, approve bool, by string) error {
+func (rm *Remote) Decide(ctx context.Context, runID string, d Decision) error {
 	decision := "deny"
-	if approve {
+	if d.Approve {
 		decision = "approve"
 	}
-	body, err := json.Marshal(map[string]string{"key": key, "by": by})
+	body, err := json.Marshal(map[string]string{"effect": d.Effect, "key": d.Effect, "args_digest": d.ArgsDigest, "by": d.By})
 	if err != nil {
 		return err
 	}

@@ -225,8 +225,8 @@ func (p *effectPath) gate(ctx context.Context, e *effect) error {
 		return nil
 	}
 	info, _ := kindInfo(r.world, e.req.Kind)
-	req := GateRequest{RunID: r.rec.ID, Attempt: e.c.Attempt, EffectID: e.rec.ID, Key: e.req.Key, Kind: e.req.Kind, Args: e.args, Virtual: r.clock.now,
-		ReadOnly: info.ReadOnly}
+	req := GateRequest{RunID: r.rec.ID, Attempt: e.c.Attempt, EffectID: e.rec.ID, Key: e.req.Key, Kind: e.req.Kind, Args: e.args, ArgsDigest: e.argsHash,
+		Virtual: r.clock.now, ReadOnly: info.ReadOnly}
 	r.unlock()
 	d, err := g.Admit(ctx, req)
 	r.mu.Lock()

@@ -1,6 +1,12 @@
 package harness
 
-import "github.com/overnight-dev/overnight/sandbox/docker"
+import (
+	"context"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/overnight-dev/overnight/sandbox/docker"
+)
 
 // pool is the Docker backend's pool of network-namespace holders (nil:
 // none yet, or another backend).
@@ -19,3 +25,34 @@ func NetNSStats(h *Harness) (hits, misses int) { return pool(h).Stats() }
 
 // NetHolders are the holders this process's pool owns.
 func NetHolders(h *Harness) []string { return pool(h).Holders() }
+
+// LiveMCP is a run of the counters MCP server (testdata/mcpcounters, a real
+// process) served by the real gateway without a container, for specs
+// outside the package that plug in an Extension (tests only).
+type LiveMCP struct{ lr *liveRun }
+
+// StartLiveMCP starts one on a harness of opts, with mcp.keys and extra
+// scenario text (gate:, reflect:).
+func StartLiveMCP(keys, extra string, opts Options) *LiveMCP {
+	return &LiveMCP{liveMCPRun(countersScenario(countersBinary(), keys, extra), opts)}
+}
+
+// Harness is the run's harness.
+func (l *LiveMCP) Harness() *Harness { return l.lr.h }
+
+// RunID is the run's id.
+func (l *LiveMCP) RunID() string { return l.lr.r.rec.ID }
+
+// Attempt begins the next attempt and returns its token.
+func (l *LiveMCP) Attempt() string { return l.lr.attempt() }
+
+// Session connects the SDK's client to the gateway's MCP endpoint.
+func (l *LiveMCP) Session(ctx context.Context, token string) *mcp.ClientSession {
+	return l.lr.mcpSession(ctx, token)
+}
+
+// Counters is the server's own state: its counters.
+func (l *LiveMCP) Counters() map[string]int {
+	c, _ := l.lr.countersState()
+	return c
+}

@@ -41,7 +41,11 @@ type GateRequest struct {
 	Key      string // as the agent gave it; "" when unkeyed
 	Kind     string
 	Args     json.RawMessage // canonical
-	Virtual  time.Time
+	// ArgsDigest is the effect's arguments digest (history.EffectRecord's
+	// ArgsHash, over its kind and canonical args): a person's approval is
+	// bound to it.
+	ArgsDigest string
+	Virtual    time.Time
 	// ReadOnly says the world describes the kind as read-only (an MCP
 	// tool's readOnlyHint, say): no side effect at all.
 	ReadOnly bool
@@ -166,11 +170,18 @@ func (r *run) failed(f Failure) {
 
 // HeldEffect is an effect waiting at the gate.
 type HeldEffect struct {
-	Key    string          `json:"key"`
-	Kind   string          `json:"kind"`
-	Args   json.RawMessage `json:"args"`
-	Policy string          `json:"policy"`
-	Since  time.Time       `json:"since"`
+	// ID is the effect's identity in the journal (history.KeyedID,
+	// history.UnkeyedID): a decision addresses it, since an unkeyed call
+	// has no key.
+	ID string `json:"id"`
+	// ArgsDigest is its arguments digest: a decision that names one binds
+	// to it.
+	ArgsDigest string          `json:"args_digest"`
+	Key        string          `json:"key"`
+	Kind       string          `json:"kind"`
+	Args       json.RawMessage `json:"args"`
+	Policy     string          `json:"policy"`
+	Since      time.Time       `json:"since"`
 	// Waiting says what for: "a person" (approve) or the reflection's id
 	// (verify).
 	Waiting string `json:"waiting"`
@@ -182,12 +193,31 @@ type HeldEffect struct {
 // effect reaches the gate again.
 type Approvals interface {
 	Held(ctx context.Context, h *Harness, runID string) ([]HeldEffect, error)
-	Decide(ctx context.Context, h *Harness, runID, key string, approve bool, by string) error
+	Decide(ctx context.Context, h *Harness, runID string, d Decision) error
 }
 
-// ErrNotHeld is returned by Decide for a key no effect of the run is held
-// under.
-var ErrNotHeld = errors.New("no effect is held under that key")
+// Decision is a person's decision on an effect held at the gate. It
+// applies to that one call: an approval lets nothing else through, not a
+// second call with other arguments (held again), while the same call
+// repeated under the same key gets the approved call's recorded answer.
+type Decision struct {
+	// Effect names the held effect: its ID (HeldEffect.ID, "u/3"), or its
+	// idempotency key.
+	Effect string
+	// ArgsDigest, when set, must be the held effect's (HeldEffect.
+	// ArgsDigest): what the person saw is what is approved.
+	ArgsDigest string
+	Approve    bool
+	By         string
+}
+
+// ErrNotHeld is returned by Decide for an effect id or key no effect of
+// the run is held under.
+var ErrNotHeld = errors.New("no effect is held under that id or key")
+
+// ErrOtherArgs is returned by Decide when the held effect's arguments
+// digest is not the decision's.
+var ErrOtherArgs = errors.New("the held call's arguments are not the ones decided on")
 
 // ErrNoApprovals is returned by Held and Decide when no extension holds
 // effects for a person.
@@ -205,9 +235,9 @@ func (h *Harness) Held(ctx context.Context, runID string) ([]HeldEffect, error) 
 	return a.Held(ctx, h, runID)
 }
 
-// Decide approves or denies a held effect of a run (its idempotency key),
-// as the person by.
-func (h *Harness) Decide(ctx context.Context, runID, key string, approve bool, by string) error {
+// Decide approves or denies a held effect of a run (its id or idempotency
+// key), as the person d.By.
+func (h *Harness) Decide(ctx context.Context, runID string, d Decision) error {
 	if _, err := h.runRecord(runID); err != nil {
 		return err
 	}
@@ -215,7 +245,7 @@ func (h *Harness) Decide(ctx context.Context, runID, key string, approve bool, b
 	if !ok {
 		return ErrNoApprovals
 	}
-	return a.Decide(ctx, h, runID, key, approve, by)
+	return a.Decide(ctx, h, runID, d)
 }
 
 // fixedLessons hands every attempt the same lessons.

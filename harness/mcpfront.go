@@ -13,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/overnight-dev/overnight/harness/gateway"
+	"github.com/overnight-dev/overnight/harness/history"
 	"github.com/overnight-dev/overnight/sandbox/protocol"
 	"github.com/overnight-dev/overnight/scenarios"
 	"github.com/overnight-dev/overnight/scenarios/world"
@@ -91,8 +92,10 @@ func (r *run) MCPCall(ctx context.Context, c gateway.Caller, call gateway.MCPCal
 // resumed run starts a new one).
 type mcpOrdinal struct {
 	attempt int
-	seq     int64 // the checkpoint counted from
-	n       int   // mutating calls since it
+	seq     int64  // the checkpoint counted from
+	n       int    // mutating calls since it
+	last    string // the key derived last
+	lastFor string // for which call: <tool>/<args digest>
 }
 
 // derivedMCPKey is the key of keys: derived for a mutating call of tool
@@ -100,25 +103,34 @@ type mcpOrdinal struct {
 // checkpoint's seq, the call's ordinal among the attempt's mutating calls
 // since it, the tool and its arguments' digest. A resumed agent repeating
 // its calls from that checkpoint meets the same keys, however many reads
-// it makes between them, and gets the recorded answers.
+// it makes between them, and gets the recorded answers. A retry — the
+// same call again right after the last one, whose effect has no final
+// answer (in doubt, a transient failure, denied, or still under way) —
+// is that call again: it keeps its key, so it is reconciled, never run
+// twice.
 func (r *run) derivedMCPKey(c gateway.Caller, tool string, args json.RawMessage) (string, error) {
 	canon, err := canonicalJSON(args)
 	if err != nil {
 		return "", &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("arguments of %s: %v", tool, err)}
 	}
+	call := tool + "/" + hashHex(canon)[:16]
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	seq, o := r.cp.Seq, &r.mcpCalls
-	n := o.n
-	switch {
-	case c.Attempt < o.attempt: // an earlier attempt's call: fenced on the effect path, counted nowhere
-	case c.Attempt > o.attempt || o.seq != seq:
-		*o = mcpOrdinal{attempt: c.Attempt, seq: seq, n: 1}
-		n = 0
-	default:
-		o.n++
+	if c.Attempt < o.attempt { // an earlier attempt's call: fenced on the effect path, counted nowhere
+		return fmt.Sprintf("%s%d/%d/%s", derivedKeyPrefix, seq, o.n, call), nil
 	}
-	return fmt.Sprintf("%s%d/%d/%s/%s", derivedKeyPrefix, seq, n, tool, hashHex(canon)[:16]), nil
+	if c.Attempt > o.attempt || o.seq != seq {
+		*o = mcpOrdinal{attempt: c.Attempt, seq: seq}
+	} else if o.lastFor == call {
+		if rec := r.fx.effects[history.KeyedID(o.last)]; rec == nil || !rec.Final() {
+			return o.last, nil
+		}
+	}
+	key := fmt.Sprintf("%s%d/%d/%s", derivedKeyPrefix, seq, o.n, call)
+	o.n++
+	o.last, o.lastFor = key, call
+	return key, nil
 }
 
 // derivedKeyPrefix starts every key of keys: derived:

@@ -201,6 +201,32 @@ var _ = Describe("MCP keys: derived", func() {
 		Expect(counters["a"]).To(Equal(15))
 	})
 
+	It("keeps the key of a retry of a call left in doubt: never run twice, and an idempotent tool's runs again", func(ctx SpecContext) {
+		lr := liveMCPRun(countersScenario(bin, "derived", ""), Options{})
+		cs := lr.mcpSession(ctx, lr.attempt())
+		add := map[string]any{"name": "die:a", "n": 1}
+		_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "counters__add", Arguments: add})
+		Expect(err).To(MatchError(ContainSubstring("unknown")), "the server died after it acted")
+		tool(ctx, cs, "counters__get", map[string]any{"name": "die:a"})
+		_, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "counters__add", Arguments: add})
+		Expect(err).To(MatchError(ContainSubstring(CodeInDoubt)), "the retry is the same call: reconciled, not run again")
+		set := map[string]any{"name": "die:s", "value": 4}
+		_, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "counters__set", Arguments: set})
+		Expect(err).To(MatchError(ContainSubstring("unknown")))
+		Expect(value(tool(ctx, cs, "counters__set", set))).To(BeEquivalentTo(4), "idempotentHint: run again under its key")
+		counters, _ := lr.countersState()
+		Expect(counters["die:a"]).To(Equal(1))
+		var keys []string
+		for _, e := range lr.effects() {
+			if !e.Unkeyed {
+				keys = append(keys, e.Key)
+			}
+		}
+		Expect(keys).To(HaveLen(2))
+		Expect(keys[0]).To(HavePrefix("mcp-cp0/0/counters__add/"))
+		Expect(keys[1]).To(HavePrefix("mcp-cp0/1/counters__set/"))
+	})
+
 	It("under keys: agent, runs the same agent's repeat again: the server holds it twice", func(ctx SpecContext) {
 		lr := liveMCPRun(countersScenario(bin, "agent", ""), Options{})
 		repeat, _ := killedAndResumed(ctx, lr)

@@ -128,9 +128,9 @@ func (x *Extension) Held(ctx context.Context, h *harness.Harness, runID string) 
 }
 
 // Decide implements harness.Approvals.
-func (x *Extension) Decide(ctx context.Context, h *harness.Harness, runID, key string, approve bool, by string) error {
+func (x *Extension) Decide(ctx context.Context, h *harness.Harness, runID string, d harness.Decision) error {
 	if st := x.live(runID); st != nil {
-		return st.gate.decide(ctx, key, approve, by)
+		return st.gate.decide(d)
 	}
-	return decideOnRecord(ctx, h, runID, key, approve, by)
+	return decideOnRecord(ctx, h, runID, d)
 }

@@ -105,7 +105,7 @@ func (g *gate) Admit(ctx context.Context, req harness.GateRequest) (harness.Gate
 func (g *gate) record(ctx context.Context, req harness.GateRequest, rule int, policy, decision, reason, reflection, by string, since time.Time) (harness.GateDecision, error) {
 	g.mu.Lock()
 	g.seq++
-	rec := history.GateRecord{Seq: g.seq, EffectID: req.EffectID, Key: req.Key, Kind: req.Kind, Args: req.Args, Attempt: req.Attempt,
+	rec := history.GateRecord{Seq: g.seq, EffectID: req.EffectID, Key: req.Key, Kind: req.Kind, Args: req.Args, ArgsDigest: req.ArgsDigest, Attempt: req.Attempt,
 		Policy: policy, Rule: rule, Decision: decision, Reason: reason, Reflection: reflection, By: by,
 		Since: since.UTC(), At: time.Now().UTC(), Virtual: req.Virtual}
 	g.mu.Unlock()
@@ -124,8 +124,11 @@ func (g *gate) hold(ctx context.Context, req harness.GateRequest, rule int, poli
 		return since, err
 	}
 	g.mu.Lock()
-	g.held[req.EffectID] = harness.HeldEffect{Key: req.Key, Kind: req.Kind, Args: req.Args, Policy: policy, Since: since.UTC(), Waiting: waiting}
-	g.keyOf[req.Key] = req.EffectID
+	g.held[req.EffectID] = harness.HeldEffect{ID: req.EffectID, ArgsDigest: req.ArgsDigest, Key: req.Key, Kind: req.Kind, Args: req.Args,
+		Policy: policy, Since: since.UTC(), Waiting: waiting}
+	if req.Key != "" {
+		g.keyOf[req.Key] = req.EffectID
+	}
 	g.mu.Unlock()
 	return since, nil
 }
@@ -147,6 +150,9 @@ func (g *gate) approve(ctx context.Context, req harness.GateRequest, i int) (har
 	pre, decided := g.pre[req.EffectID]
 	delete(g.pre, req.EffectID)
 	g.mu.Unlock()
+	if decided && pre.ArgsDigest != "" && pre.ArgsDigest != req.ArgsDigest {
+		decided = false // a decision on other arguments decides nothing here: hold it again
+	}
 	if decided {
 		d := history.GateDenied
 		if pre.Decision == history.GateApproved {
@@ -242,21 +248,38 @@ func (g *gate) heldNow() []harness.HeldEffect {
 	return out
 }
 
-// decide hands a person's decision to the effect held under key.
-func (g *gate) decide(ctx context.Context, key string, approve bool, by string) error {
+// decide hands a person's decision to the effect held under d.Effect (its
+// id, or its key), if its arguments are the ones decided on.
+func (g *gate) decide(d harness.Decision) error {
 	g.mu.Lock()
-	id, ok := g.keyOf[key]
+	id := d.Effect
+	if _, ok := g.held[id]; !ok {
+		id = g.keyOf[d.Effect]
+	}
+	held, ok := g.held[id]
 	ch := g.persons[id]
 	g.mu.Unlock()
-	if !ok || ch == nil {
-		return fmt.Errorf("%w: %q in run %s (held now: %d; only effects an approve policy holds wait for a person)", harness.ErrNotHeld, key, g.runID, len(g.heldNow()))
+	if !ok || ch == nil || d.Effect == "" {
+		return fmt.Errorf("%w: %q in run %s (held now: %d; only effects an approve policy holds wait for a person)", harness.ErrNotHeld, d.Effect, g.runID, len(g.heldNow()))
+	}
+	if err := bound(d, held); err != nil {
+		return err
 	}
 	select {
-	case ch <- personDecision{approve: approve, by: by}:
+	case ch <- personDecision{approve: d.Approve, by: d.By}:
 		return nil
 	default:
 		return errors.New("a decision for that effect is already on its way")
 	}
+}
+
+// bound checks that decision d names the arguments of held, if it names any.
+func bound(d harness.Decision, held harness.HeldEffect) error {
+	if d.ArgsDigest == "" || d.ArgsDigest == held.ArgsDigest {
+		return nil
+	}
+	return fmt.Errorf("%w: %s %s is held with arguments %s (digest %s), not digest %s: a decision is bound to one call",
+		harness.ErrOtherArgs, history.EffectLabel(held.ID), held.Kind, held.Args, held.ArgsDigest, d.ArgsDigest)
 }
 
 // heldOnRecord lists, from the journal, the effects of a run that is not
@@ -281,7 +304,7 @@ func heldOnRecord(h *harness.Harness, runID string) ([]harness.HeldEffect, error
 	out := []harness.HeldEffect{}
 	for _, id := range order {
 		if d, ok := open[id]; ok {
-			out = append(out, harness.HeldEffect{Key: d.Key, Kind: d.Kind, Args: d.Args, Policy: d.Policy, Since: d.Since, Waiting: d.Reason})
+			out = append(out, harness.HeldEffect{ID: d.EffectID, ArgsDigest: d.ArgsDigest, Key: d.Key, Kind: d.Kind, Args: d.Args, Policy: d.Policy, Since: d.Since, Waiting: d.Reason})
 		}
 	}
 	return out, nil
@@ -289,7 +312,7 @@ func heldOnRecord(h *harness.Harness, runID string) ([]harness.HeldEffect, error
 
 // decideOnRecord journals a person's decision on an effect of a run that
 // is not live: it applies when the effect reaches the gate again.
-func decideOnRecord(ctx context.Context, h *harness.Harness, runID, key string, approve bool, by string) error {
+func decideOnRecord(ctx context.Context, h *harness.Harness, runID string, dec harness.Decision) error {
 	held, err := heldOnRecord(h, runID)
 	if err != nil {
 		return err
@@ -299,25 +322,28 @@ func decideOnRecord(ctx context.Context, h *harness.Harness, runID, key string, 
 		return err
 	}
 	for _, e := range held {
-		if e.Key != key || e.Policy != scenarios.PolicyApprove {
+		if (e.ID != dec.Effect && (e.Key == "" || e.Key != dec.Effect)) || e.Policy != scenarios.PolicyApprove {
 			continue
+		}
+		if err := bound(dec, e); err != nil {
+			return err
 		}
 		var seq int64
 		var last history.GateRecord
 		for _, d := range recs {
 			seq = max(seq, d.Seq)
-			if d.Key == key {
+			if d.EffectID == e.ID {
 				last = d
 			}
 		}
 		d := history.GateDenied
-		if approve {
+		if dec.Approve {
 			d = history.GateApproved
 		}
-		rec := history.GateRecord{Seq: seq + 1, EffectID: last.EffectID, Key: key, Kind: last.Kind, Args: last.Args, Attempt: last.Attempt,
-			Policy: last.Policy, Rule: last.Rule, Decision: d, Reason: d + " by " + by + " while the run was not live", By: "person:" + by,
-			Since: last.Since, At: time.Now().UTC(), Virtual: last.Virtual}
+		rec := history.GateRecord{Seq: seq + 1, EffectID: last.EffectID, Key: last.Key, Kind: last.Kind, Args: last.Args, ArgsDigest: last.ArgsDigest,
+			Attempt: last.Attempt, Policy: last.Policy, Rule: last.Rule, Decision: d, Reason: d + " by " + dec.By + " while the run was not live",
+			By: "person:" + dec.By, Since: last.Since, At: time.Now().UTC(), Virtual: last.Virtual}
 		return h.Writer().Put(ctx, history.GateEntry(runID, rec))
 	}
-	return fmt.Errorf("%w: %q in run %s", harness.ErrNotHeld, key, runID)
+	return fmt.Errorf("%w: %q in run %s", harness.ErrNotHeld, dec.Effect, runID)
 }

@@ -82,7 +82,12 @@ func gateCmd(g *globals) *cobra.Command {
 				return nil
 			}
 			for _, e := range held {
-				fmt.Fprintf(g.stdout, "%s  %s %s  (policy %s, waiting for %s since %s)\n", e.Key, e.Kind, e.Args, e.Policy, e.Waiting, e.Since.Local().Format(time.DateTime))
+				name := e.Key
+				if name == "" {
+					name = e.ID + " (unkeyed)"
+				}
+				fmt.Fprintf(g.stdout, "%s  %s %s  (policy %s, waiting for %s since %s; args digest %s)\n", name, e.Kind, e.Args, e.Policy, e.Waiting,
+					e.Since.Local().Format(time.DateTime), e.ArgsDigest)
 			}
 			return nil
 		},
@@ -97,20 +102,25 @@ func decideCmd(g *globals, approve bool) *cobra.Command {
 	if approve {
 		name, verb = "approve", "Approve"
 	}
-	var by string
+	var by, digest string
 	cmd := &cobra.Command{
-		Use:   name + " RUN KEY",
-		Short: verb + " an effect held at a run's gate by an approve policy (its idempotency key, as overnight gate lists it)",
-		Args:  cobra.ExactArgs(2),
+		Use:   name + " RUN EFFECT",
+		Short: verb + " an effect held at a run's gate by an approve policy (its id or idempotency key, as overnight gate lists it)",
+		Long: verb + ` one call held at a run's gate by an approve policy: EFFECT is its id (u/3 for an
+unkeyed call) or its idempotency key, as overnight gate lists them. The decision is that call's
+alone: a second call with other arguments is held again. With --args-digest (as overnight gate
+lists it), the decision is refused unless the held call's arguments are the ones you saw.`,
+		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
 			defer cancel()
+			d := harness.Decision{Effect: args[1], ArgsDigest: digest, Approve: approve, By: by}
 			h, err := g.openExisting(ctx, false)
 			if rm := g.remote(ctx, err); rm != nil {
-				err = rm.Decide(ctx, args[0], args[1], approve, by)
+				err = rm.Decide(ctx, args[0], d)
 			} else if err == nil {
 				defer h.Close()
-				err = h.Decide(ctx, args[0], args[1], approve, by)
+				err = h.Decide(ctx, args[0], d)
 			}
 			if errors.Is(err, harness.ErrNotHeld) {
 				return &codeError{exitError, err}
@@ -123,6 +133,7 @@ func decideCmd(g *globals, approve bool) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&by, "by", whoami(), "who decides, for the record")
+	cmd.Flags().StringVar(&digest, "args-digest", "", "refuse unless the held call's arguments digest is this one (overnight gate lists it)")
 	return cmd
 }
 

@@ -170,6 +170,7 @@ type GateRecord struct {
 	Key        string          `json:"key,omitempty"`
 	Kind       string          `json:"kind"`
 	Args       json.RawMessage `json:"args,omitempty"`
+	ArgsDigest string          `json:"args_digest,omitempty"` // the effect's ArgsHash: a person's decision binds to it
 	Attempt    int             `json:"attempt"`
 	Policy     string          `json:"policy"`
 	Rule       int             `json:"rule"` // index of the scenario's gate rule that matched
