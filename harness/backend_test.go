@@ -145,6 +145,29 @@ var _ = Describe("the gateway with the real backend, journal and world", func() 
 		lr = startLiveRun(state, "")
 	})
 
+	It("fences the current attempt once a fault SIGKILLed it: what it sends before it is dead is refused", func() {
+		cur := lr.attempt()
+		_, err := lr.sdk(cur).Checkpoint(ctx, 1, map[string]int{"x": 1})
+		Expect(err).NotTo(HaveOccurred())
+		n := len(lr.r.sup.list)
+		lr.r.mu.Lock()
+		lr.r.sup.killedBy[n], lr.r.sup.sigkilled[n] = "kill@effect:2", true // what signal() notes as the fault fires
+		lr.r.mu.Unlock()
+
+		status, body := lr.raw("POST", "/v1/done", cur, `{"outcome":"failure","summary":"EOF"}`)
+		Expect(status).To(Equal(409))
+		Expect(body).To(And(ContainSubstring(`"code":"fenced"`), ContainSubstring("SIGKILLed by fault kill@effect:2")))
+		_, err = lr.sdk(cur).Effect(ctx, cloud.KindCreateNetwork, map[string]string{"name": "after-the-kill"})
+		Expect(err).To(MatchError(agent.ErrFenced))
+		Expect(lr.ledger()).To(BeEmpty())
+		status, _ = lr.raw("GET", "/v1/checkpoint", cur, "")
+		Expect(status).To(Equal(200), "reads are still answered")
+
+		next := lr.attempt()
+		_, err = lr.sdk(next).Checkpoint(ctx, 2, map[string]int{"x": 2})
+		Expect(err).NotTo(HaveOccurred(), "the next attempt owns the run")
+	})
+
 	It("fences a stale attempt's writes with 409 fenced, but lets it read", func() {
 		old := lr.attempt()
 		_, err := lr.sdk(old).Checkpoint(ctx, 1, map[string]int{"x": 1})

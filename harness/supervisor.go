@@ -42,6 +42,10 @@ type attempts struct {
 	starting   sandbox.Sandbox // the current attempt's sandbox, started, maybe not yet seen running
 	killedBy   map[int]string  // attempt -> the fault that ended it
 	killIssued map[int]time.Time
+	// sigkilled marks attempts a fault SIGKILLed: nothing they send after
+	// the signal is taken, though they may live a moment longer (a request
+	// already on its way, or an agent that heard its relay die first).
+	sigkilled map[int]bool
 	frozen     sandbox.Sandbox // the sandbox a pause fault froze
 	cut        sandbox.Sandbox // the sandbox a disconnect fault cut from its network
 	// ending marks attempts the supervisor itself is ending (Ctrl-C, the
@@ -52,7 +56,7 @@ type attempts struct {
 }
 
 func newAttempts(list []history.AttemptRecord) attempts {
-	a := attempts{list: list, tokens: map[string]int{}, seen: map[int]bool{}, killedBy: map[int]string{}, killIssued: map[int]time.Time{}, ending: map[int]bool{}}
+	a := attempts{list: list, tokens: map[string]int{}, seen: map[int]bool{}, killedBy: map[int]string{}, killIssued: map[int]time.Time{}, sigkilled: map[int]bool{}, ending: map[int]bool{}}
 	// Every earlier attempt is fenced from the moment the run is loaded:
 	// none owns it again, and the next attempt gets a new token.
 	for _, at := range list {
@@ -84,6 +88,10 @@ func (a *attempts) owns(runID string, n int) error {
 	if n != a.current {
 		return gateway.Errorf(http.StatusConflict, protocol.CodeFenced,
 			"this token belongs to attempt %d, but attempt %d owns run %s now: stop", n, a.current, runID)
+	}
+	if a.sigkilled[n] {
+		return gateway.Errorf(http.StatusConflict, protocol.CodeFenced,
+			"attempt %d was SIGKILLed by fault %s: nothing it sends after that is taken", n, a.killedBy[n])
 	}
 	return nil
 }

@@ -110,6 +110,9 @@ func (t runTarget) signal(ctx context.Context, sig string, grace time.Duration, 
 	r.holdMu.Unlock()
 	if f := r.faults.firing; f != nil {
 		r.sup.killedBy[n] = f.rec.Spec
+		if kill {
+			r.sup.sigkilled[n] = true
+		}
 	}
 	t.met(fmt.Sprintf(detail, n))
 	t.later(ctx, func(kctx context.Context) error {
@@ -123,6 +126,7 @@ func (t runTarget) signal(ctx context.Context, sig string, grace time.Duration, 
 	}, func() {
 		delete(r.sup.killIssued, n)
 		delete(r.sup.killedBy, n)
+		delete(r.sup.sigkilled, n)
 		r.holdMu.Lock()
 		delete(r.dying, n)
 		r.holdMu.Unlock()
