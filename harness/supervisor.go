@@ -46,8 +46,8 @@ type attempts struct {
 	// the signal is taken, though they may live a moment longer (a request
 	// already on its way, or an agent that heard its relay die first).
 	sigkilled map[int]bool
-	frozen     sandbox.Sandbox // the sandbox a pause fault froze
-	cut        sandbox.Sandbox // the sandbox a disconnect fault cut from its network
+	frozen    sandbox.Sandbox // the sandbox a pause fault froze
+	cut       sandbox.Sandbox // the sandbox a disconnect fault cut from its network
 	// ending marks attempts the supervisor itself is ending (Ctrl-C, the
 	// horizon, a spent budget, done and not exiting).
 	ending map[int]bool
