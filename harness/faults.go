@@ -284,7 +284,7 @@ func (e *faultEngine) resume(ctx context.Context) {
 			e.stacks[path] = append(e.stacks[path], f)
 		}
 	}
-	for _, path := range []string{chaos.PathLink, chaos.PathEffect, chaos.PathLLM} {
+	for _, path := range []string{chaos.PathLink, chaos.PathEffect, chaos.PathLLM, chaos.PathMCP} {
 		if f := e.top(path); f != nil {
 			if err := e.inject(ctx, f); err != nil {
 				e.log.Warn("re-apply fault", "fault", f.rec.Spec, "err", err)

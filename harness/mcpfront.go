@@ -143,6 +143,8 @@ func mcpAnswer(tool string, res protocol.EffectResult) (*mcp.CallToolResult, err
 			d.Code = jsonrpc.CodeInvalidParams
 		}
 		return nil, &jsonrpc.Error{Code: d.Code, Message: res.Error.Message}
+	case res.Status == protocol.StatusFailed && res.Error != nil && res.Error.Code == CodeMCPRPCError:
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: res.Error.Message}
 	case res.Status == protocol.StatusDenied:
 		msg := "the gate denied it"
 		if res.Error != nil && res.Error.Message != "" {
