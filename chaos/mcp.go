@@ -19,6 +19,58 @@ type MCP interface {
 	// SetMCPToxic makes the next tools/call it matches (or every one, if
 	// not Once) meet the toxic. The zero MCPToxic removes it.
 	SetMCPToxic(t MCPToxic)
+	// ChangeMCPTool changes a tool as the gateway serves it: it vanishes,
+	// or its input schema changes (see MCPToolChange). RestoreMCPTool
+	// serves it as its server lists it again.
+	ChangeMCPTool(c MCPToolChange)
+	RestoreMCPTool(tool MCPScope)
+}
+
+// MCPToolChange is a change of one tool (Tool names its server and tool)
+// that the gateway itself makes, the real server unchanged: the tool is
+// Gone from tools/list (a call to it is a tool error saying so), or its
+// input schema changes — arguments renamed, new ones required — and the
+// gateway refuses a call in the old shape with a tool error saying what
+// changed, and translates one in the new shape back to the server's.
+type MCPToolChange struct {
+	Tool    MCPScope
+	Gone    bool
+	Renames []MCPRename
+	Require []string
+}
+
+// MCPRename is an argument renamed: the agent must send New for Old.
+type MCPRename struct{ Old, New string }
+
+// parseMCPToolChange parses mcp-schema's argument: SERVER__TOOL:CHANGE[,CHANGE],
+// each CHANGE rename=OLD>NEW or require=NAME.
+func parseMCPToolChange(arg string) (MCPToolChange, error) {
+	want := fmt.Errorf("mcp-schema %q: want SERVER__TOOL:CHANGE[,CHANGE] with CHANGE rename=OLD>NEW or require=NAME (e.g. tickets__create_ticket:rename=title>summary)", arg)
+	scope, changes, ok := strings.Cut(arg, ":")
+	sc, err := ParseMCPScope(scope)
+	if !ok || err != nil || sc.Tool == "" || changes == "" {
+		return MCPToolChange{}, want
+	}
+	c := MCPToolChange{Tool: sc}
+	for _, ch := range strings.Split(changes, ",") {
+		op, v, _ := strings.Cut(ch, "=")
+		switch op {
+		case "rename":
+			old, nw, ok := strings.Cut(v, ">")
+			if !ok || !mcpNameRE.MatchString(old) || !mcpNameRE.MatchString(nw) || old == nw {
+				return MCPToolChange{}, want
+			}
+			c.Renames = append(c.Renames, MCPRename{Old: old, New: nw})
+		case "require":
+			if !mcpNameRE.MatchString(v) {
+				return MCPToolChange{}, want
+			}
+			c.Require = append(c.Require, v)
+		default:
+			return MCPToolChange{}, want
+		}
+	}
+	return c, nil
 }
 
 // MCP toxic kinds.
@@ -83,8 +135,11 @@ func (s MCPScope) Matches(server, tool string) bool {
 // delay for mcp-slow. Specs of other kinds have the zero scope.
 func MCPScopeOf(spec Spec) (MCPScope, error) {
 	arg := spec.Arg
-	if spec.Kind == "mcp-slow" {
+	switch spec.Kind {
+	case "mcp-slow":
 		_, arg, _ = strings.Cut(arg, ":")
+	case "mcp-schema":
+		arg, _, _ = strings.Cut(arg, ":")
 	}
 	return ParseMCPScope(arg)
 }
@@ -141,7 +196,47 @@ func mcpKinds() []Kind {
 			},
 		},
 		crash,
+		{
+			Name: "mcp-tool-gone", Group: "mcp", MCP: true, MetBy: MetByLaterEffect, DefaultPhase: PhaseBefore, Triggers: onceTriggers,
+			Example: "mcp-tool-gone:tickets__close_ticket@effect:3",
+			Arg:     "SERVER__TOOL: the tool that vanishes", ArgNeed: true, Duration: DurationOptional,
+			Summary: "the tool vanishes: the gateway's tools/list omits it from then on, and a call to it is a tool error (isError) saying it is gone, which never reaches the server; with /DURATION it comes back. " +
+				"The gateway's MCP endpoint is stateless: it sends no notifications/tools/list_changed, and the agent's next tools/list shows the change",
+			New: func(s Spec) (Fault, error) {
+				sc, err := ParseMCPScope(s.Arg)
+				if err != nil || sc.Tool == "" {
+					return nil, fmt.Errorf("mcp-tool-gone %q: want SERVER__TOOL, the tool as the agent sees it (e.g. tickets__close_ticket)", s.Arg)
+				}
+				return mcpToolFault{change: MCPToolChange{Tool: sc, Gone: true}}, nil
+			},
+		},
+		{
+			Name: "mcp-schema", Group: "mcp", MCP: true, MetBy: MetByLaterEffect, DefaultPhase: PhaseBefore, Triggers: onceTriggers,
+			Example: "mcp-schema:tickets__create_ticket:rename=title>summary,require=priority@effect:2",
+			Arg:     "SERVER__TOOL:CHANGE[,CHANGE], each CHANGE rename=OLD>NEW or require=NAME", ArgNeed: true, Duration: DurationOptional,
+			Summary: "the tool's input schema changes (the MCP form of an API version change): the gateway serves the changed schema, refuses a call in the old shape (the old argument, or a new required one missing) " +
+				"with a tool error saying what changed, and translates a call in the new shape to the server's (NEW back to OLD, a required argument the server does not know dropped); with /DURATION it changes back",
+			New: func(s Spec) (Fault, error) {
+				c, err := parseMCPToolChange(s.Arg)
+				if err != nil {
+					return nil, err
+				}
+				return mcpToolFault{change: c}, nil
+			},
+		},
 	}
+}
+
+type mcpToolFault struct{ change MCPToolChange }
+
+func (f mcpToolFault) Inject(ctx context.Context, t Target) error {
+	t.ChangeMCPTool(f.change)
+	return nil
+}
+
+func (f mcpToolFault) Undo(ctx context.Context, t Target) error {
+	t.RestoreMCPTool(f.change.Tool)
+	return nil
 }
 
 type mcpFault struct{ toxic MCPToxic }

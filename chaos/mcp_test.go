@@ -30,6 +30,8 @@ var _ = Describe("the MCP faults", func() {
 		Entry(nil, "mcp-slow:30s@effect:1/1h", chaos.MCPScope{}),
 		Entry(nil, "mcp-slow:2h:tickets__list_tickets@effect:1", chaos.MCPScope{Server: "tickets", Tool: "list_tickets"}),
 		Entry(nil, "mcp-crash:tickets@effect:2", chaos.MCPScope{Server: "tickets"}),
+		Entry(nil, "mcp-tool-gone:tickets__close_ticket@effect:3/2h", chaos.MCPScope{Server: "tickets", Tool: "close_ticket"}),
+		Entry(nil, "mcp-schema:tickets__create_ticket:rename=title>summary,require=priority@t:1d", chaos.MCPScope{Server: "tickets", Tool: "create_ticket"}),
 	)
 
 	DescribeTable("refuse a bad scope or delay, saying what they want",
@@ -42,6 +44,11 @@ var _ = Describe("the MCP faults", func() {
 		Entry(nil, "mcp-slow@effect:1", "needs an argument"),
 		Entry(nil, "mcp-slow:tickets@effect:1", "want DELAY[:SERVER|SERVER__TOOL] with a positive delay"),
 		Entry(nil, "mcp-slow:0s@effect:1", "with a positive delay"),
+		Entry(nil, "mcp-tool-gone:tickets@effect:1", "want SERVER__TOOL"),
+		Entry(nil, "mcp-schema:tickets__create_ticket@effect:1", "want SERVER__TOOL:CHANGE[,CHANGE]"),
+		Entry(nil, "mcp-schema:tickets__create_ticket:rename=title@effect:1", "rename=OLD>NEW"),
+		Entry(nil, "mcp-schema:tickets__create_ticket:drop=title@effect:1", "rename=OLD>NEW or require=NAME"),
+		Entry(nil, "mcp-schema:tickets__create_ticket:require=a@every:1d", "does not support trigger every"),
 	)
 
 	It("scope calls by server and by tool", func() {

@@ -291,6 +291,15 @@ func (e *faultEngine) resume(ctx context.Context) {
 			}
 		}
 	}
+	// A tool the gateway changed (mcp-tool-gone, mcp-schema) stays
+	// changed in this process too, until the fault heals.
+	for _, f := range e.faults {
+		if f.kind.MCP && f.kind.Path == "" && f.rec.Applied && f.rec.Error == "" && (f.active || f.spec.Duration == 0) {
+			if err := e.inject(ctx, f); err != nil {
+				e.log.Warn("re-apply fault", "fault", f.rec.Spec, "err", err)
+			}
+		}
+	}
 	// A one-shot toxic that fired but had not acted when the harness died
 	// waits for the next call again; so does an LLM one whose follow-up
 	// the agent had not made: only the attempt that heard it could make

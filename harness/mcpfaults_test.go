@@ -55,6 +55,18 @@ func (lr *liveRun) faultRecord() history.FaultRecord {
 	return recs[0]
 }
 
+// laterEffectMet judges the run's only fault as the end of the run will
+// (chaos.MetByLaterEffect): an effect was sent after it fired.
+func (lr *liveRun) laterEffectMet() chaos.Judgement {
+	GinkgoHelper()
+	f := lr.faultRecord()
+	Expect(f.Applied).To(BeTrue())
+	lr.r.mu.Lock()
+	n := lr.r.intentCount()
+	lr.r.mu.Unlock()
+	return chaos.MetByLaterEffect.AtEnd(f.Evidence, n)
+}
+
 var _ = Describe("MCP faults through the gateway, against a real MCP server process", func() {
 	var bin string
 	BeforeEach(func() { bin = countersBinary() })
@@ -197,5 +209,73 @@ faults: [mcp-error@effect:1]
 		Expect(err).To(HaveOccurred())
 		Expect(err.Error()).To(ContainSubstring(`faults[1]: mcp-crash names MCP server "search", which this scenario does not declare (its servers: counters)`))
 		Expect(CheckScenario(countersScenario("/bin/true", "agent", "faults: [mcp-crash:counters__add@effect:1]\n"), CheckOptions{Faults: chaos.Default()})).To(Succeed())
+	})
+})
+
+var _ = Describe("MCP tool changes the gateway makes, against a real MCP server process", func() {
+	var bin string
+	BeforeEach(func() { bin = countersBinary() })
+
+	toolNamed := func(ctx context.Context, cs *mcp.ClientSession, name string) *mcp.Tool {
+		res, err := cs.ListTools(ctx, nil)
+		Expect(err).NotTo(HaveOccurred())
+		for _, t := range res.Tools {
+			if t.Name == name {
+				return t
+			}
+		}
+		return nil
+	}
+
+	It("mcp-tool-gone drops the tool from tools/list and answers a call to it with a tool error saying it is gone", func(ctx SpecContext) {
+		lr := liveMCPRun(countersScenario(bin, "agent", "faults: [mcp-tool-gone:counters__pay@step:1]\n"), Options{})
+		tok := lr.attempt()
+		cs := lr.mcpSession(ctx, tok)
+		Expect(toolNamed(ctx, cs, "counters__pay")).NotTo(BeNil())
+		_, err := lr.sdk(tok).Checkpoint(ctx, 1, nil)
+		Expect(err).NotTo(HaveOccurred())
+
+		Expect(toolNamed(ctx, cs, "counters__pay")).To(BeNil(), "the next tools/list shows it gone")
+		Expect(toolNamed(ctx, cs, "counters__add")).NotTo(BeNil())
+		res := tool(ctx, cs, "counters__pay", map[string]any{"to": "bob", "amount": 5})
+		Expect(res.IsError).To(BeTrue())
+		Expect(text(res)).To(ContainSubstring("tool counters__pay is gone"))
+		_, calls := lr.countersState()
+		Expect(calls).To(BeEmpty(), "the server never saw it")
+		Expect(value(tool(ctx, cs, "counters__add", map[string]any{"name": "a", "n": 1}))).To(BeEquivalentTo(1))
+		Expect(lr.laterEffectMet().Met).To(BeTrue())
+	})
+
+	It("mcp-schema serves the changed schema, explains a call in the old shape, and translates one in the new shape to the server's", func(ctx SpecContext) {
+		lr := liveMCPRun(countersScenario(bin, "agent", "faults: [\"mcp-schema:counters__add:rename=n>amount,require=reason@step:1\"]\n"), Options{})
+		tok := lr.attempt()
+		cs := lr.mcpSession(ctx, tok)
+		Expect(value(tool(ctx, cs, "counters__add", map[string]any{"name": "a", "n": 1}))).To(BeEquivalentTo(1), "before the change")
+		_, err := lr.sdk(tok).Checkpoint(ctx, 1, nil)
+		Expect(err).NotTo(HaveOccurred())
+
+		add := toolNamed(ctx, cs, "counters__add")
+		Expect(add).NotTo(BeNil())
+		schema := schemaMap(add.InputSchema)
+		Expect(schema["properties"]).To(HaveKey("amount"))
+		Expect(schema["properties"]).To(HaveKey("reason"))
+		Expect(schema["properties"]).NotTo(HaveKey("n"))
+		Expect(schema["required"]).To(ContainElement("reason"))
+
+		res := tool(ctx, cs, "counters__add", map[string]any{"name": "a", "n": 1})
+		Expect(res.IsError).To(BeTrue())
+		Expect(text(res)).To(ContainSubstring(`tool counters__add's input schema changed: argument "n" is now "amount"; "reason" is now required. This call sends "n"`))
+		res = tool(ctx, cs, "counters__add", map[string]any{"name": "a", "amount": 2})
+		Expect(res.IsError).To(BeTrue())
+		Expect(text(res)).To(ContainSubstring(`This call lacks "reason"`))
+		_, calls := lr.countersState()
+		Expect(calls).To(HaveLen(1), "neither refused call reached the server")
+
+		Expect(value(tool(ctx, cs, "counters__add", map[string]any{"name": "a", "amount": 2, "reason": "spec"}))).To(BeEquivalentTo(3))
+		counters, calls := lr.countersState()
+		Expect(counters["a"]).To(Equal(3), "the server's own state shows the call")
+		Expect(calls).To(HaveLen(2))
+		Expect(string(calls[1])).To(ContainSubstring(`"args":{"n":2,"name":"a"}`), "in the server's shape")
+		Expect(lr.laterEffectMet().Met).To(BeTrue())
 	})
 })

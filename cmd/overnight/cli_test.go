@@ -373,7 +373,7 @@ var _ = Describe("chaos from the command line", func() {
 		}
 		for _, want := range []string{"kill", "stop", "restart", "pause", "harness-crash", "netdrop", "blackhole", "latency", "disconnect",
 			"llm-429", "llm-5xx", "llm-timeout", "llm-truncated", "llm-malformed-tool-call", "api-version", "effect-5xx", "effect-slow", "world-crash", "clock-jump",
-			"mcp-error", "mcp-rpc-error", "mcp-timeout", "mcp-slow", "mcp-crash"} {
+			"mcp-error", "mcp-rpc-error", "mcp-timeout", "mcp-slow", "mcp-crash", "mcp-tool-gone", "mcp-schema"} {
 			Expect(names).To(HaveKey(want))
 		}
 		Expect(names["netdrop"]["duration"]).To(Equal("required"))
