@@ -28,7 +28,7 @@ var (
 // Default returns a registry holding every fault kind this version ships.
 func Default() *Registry {
 	r := NewRegistry()
-	for _, k := range builtinKinds() {
+	for _, k := range append(builtinKinds(), mcpKinds()...) {
 		r.Register(k)
 	}
 	return r

@@ -111,6 +111,7 @@ type Target interface {
 	Network
 	World
 	LLM
+	MCP
 	Clock
 }
 
@@ -157,12 +158,15 @@ type Reach struct {
 	// (a scenario's reach.kinds, or --chaos-kinds); empty: every kind it
 	// can draw. See Registry.RandomKinds.
 	Kinds []string `json:"kinds,omitempty"`
+	// MCP says the run fronts MCP servers (a scenario with mcp:): only
+	// then does RandomSchedule draw the MCP faults (Kind.MCP).
+	MCP bool `json:"-"`
 }
 
 // Kind describes a fault kind in the catalog and builds its faults.
 type Kind struct {
 	Name     string        `json:"name"`
-	Group    string        `json:"group"` // process, network, world, time, llm
+	Group    string        `json:"group"` // process, network, llm, world, mcp, time
 	Summary  string        `json:"summary"`
 	Triggers []TriggerType `json:"triggers"`      // the triggers this kind supports
 	Arg      string        `json:"arg,omitempty"` // what ARG means; empty: the kind takes none
@@ -205,6 +209,10 @@ type Kind struct {
 	// ledger kind, e.g. "world.dep_update"): a scenario whose world does
 	// not declare it is refused before it starts.
 	WorldEvent string `json:"world_event,omitempty"`
+	// MCP marks kinds that act on the scenario's MCP servers (mcp:): a
+	// scenario without them is refused before it starts, and --chaos
+	// random draws them only for one with them (Reach.MCP).
+	MCP bool `json:"mcp,omitempty"`
 	// New builds one fault from a spec already checked against the fields
 	// above; it parses and checks ARG.
 	New func(Spec) (Fault, error) `json:"-"`
@@ -279,10 +287,12 @@ func groupOrder(g string) int {
 		return 2
 	case "world":
 		return 3
-	case "time":
+	case "mcp":
 		return 4
+	case "time":
+		return 5
 	}
-	return 5
+	return 6
 }
 
 // Lookup returns the kind called name.

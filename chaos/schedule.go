@@ -220,7 +220,7 @@ func RandomSchedule(rng *rand.Rand, reg *Registry, reach Reach, n int) ([]Spec, 
 func (r *Registry) RandomKinds(reach Reach) ([]Kind, error) {
 	var kinds []Kind
 	for _, k := range r.Kinds() {
-		if k.Draw != nil && (len(reach.Kinds) == 0 || slices.Contains(reach.Kinds, k.Name)) {
+		if k.Draw != nil && (!k.MCP || reach.MCP) && (len(reach.Kinds) == 0 || slices.Contains(reach.Kinds, k.Name)) {
 			kinds = append(kinds, k)
 		}
 	}
@@ -251,7 +251,7 @@ func (r *Registry) CheckDrawable(name string, reach Reach) error {
 	if !ok {
 		var drawn []string
 		for _, k := range r.Kinds() {
-			if k.Draw != nil {
+			if k.Draw != nil && (!k.MCP || reach.MCP) {
 				drawn = append(drawn, k.Name)
 			}
 		}
@@ -266,8 +266,13 @@ func (r *Registry) CheckDrawable(name string, reach Reach) error {
 			why = ": it acts only on a world the harness starts for the run (a command or image world)"
 		case k.WorldEvent != "":
 			why = ": it acts only on a world that declares the " + k.WorldEvent + " event"
+		case k.MCP:
+			why = ": it acts only on a stdio MCP server (command:), which a scenario may not have"
 		}
 		return fmt.Errorf("%s is %w%s; schedule it by hand instead, as in --fault %s", name, ErrNotDrawable, why, k.Example)
+	}
+	if k.MCP && !reach.MCP {
+		return fmt.Errorf("%s is %w for this run: it acts on the scenario's MCP servers, and the scenario has no mcp: block; leave %s out", name, ErrNotDrawable, name)
 	}
 	if len(drawTriggers(k, reach)) > 0 {
 		return nil

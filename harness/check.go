@@ -134,6 +134,11 @@ func checkFaults(scen *scenarios.Scenario, reg *chaos.Registry, backend sandbox.
 		}
 		k, _ := reg.Lookup(spec.Kind)
 		lacks(ptr, path, k)
+		if k.MCP && len(scen.MCPServers()) > 0 {
+			for _, why := range lacksMCPServer(scen, spec) {
+				errs = append(errs, scen.ErrorAt(ptr, "%s: %s", path, why))
+			}
+		}
 	}
 	for i, d := range scen.Draws {
 		for j, text := range d.Kinds {
@@ -152,8 +157,10 @@ func checkFaults(scen *scenarios.Scenario, reg *chaos.Registry, backend sandbox.
 		}
 	}
 	if scen.Reach != nil {
-		for i, name := range scen.Reach.Kinds {
-			if err := reg.CheckDrawable(name, *scen.Reach); err != nil {
+		reach := *scen.Reach
+		reach.MCP = len(scen.MCPServers()) > 0
+		for i, name := range reach.Kinds {
+			if err := reg.CheckDrawable(name, reach); err != nil {
 				errs = append(errs, scen.ErrorAt(fmt.Sprintf("/reach/kinds/%d", i), "reach.kinds[%d]: %v", i, err))
 			}
 		}
@@ -168,6 +175,9 @@ func checkFaults(scen *scenarios.Scenario, reg *chaos.Registry, backend sandbox.
 // nothing.
 func lacking(scen *scenarios.Scenario, k chaos.Kind, backend sandbox.Type, worlds *world.Registry) []string {
 	var out []string
+	if k.MCP && len(scen.MCPServers()) == 0 {
+		out = append(out, fmt.Sprintf("%s acts on the scenario's MCP servers, and this scenario has no mcp: block (docs/mcp.md)", k.Name))
+	}
 	if k.WorldEvent != "" {
 		if why := lacksEvent(scen, k, worlds); why != "" {
 			out = append(out, why)

@@ -47,6 +47,7 @@ type effectPath struct {
 	intents     int   // effect intents journaled so far (the effect:N trigger counts them)
 	toxic       chaos.EffectToxic
 	toxicFault  *faultState // the fault that set the toxic
+	mcp         mcpToxic    // the MCP path's toxic (mcpfaults.go)
 	lost        *lostAnswer // the effect under way meets a world-crash fault
 	dupReported bool        // no-duplicate-effects already reported violated live
 }
@@ -258,18 +259,26 @@ func (p *effectPath) execute(ctx context.Context, e *effect) (*world.Outcome, er
 	if l := p.lost; l != nil && l.before {
 		return nil, p.inDoubt(ctx, e, l)
 	}
+	var hit *mcpHit
 	if failed := p.applyToxic(ctx); failed != nil {
 		out = *failed
+	} else if hit = p.takeMCPToxic(ctx, e); hit.answersInstead() {
+		out = hit.outcome()
 	} else {
 		var err error
 		req := world.Request{Key: rec.ID, Kind: e.req.Kind, Args: e.args, Now: r.clock.now}
+		disarm := p.armMCPCrash(hit)
 		r.outside(func() { out, err = r.world.Execute(ctx, req) })
+		disarm()
 		rec.Executions++
 		if err != nil {
 			rec.Status = protocol.StatusUnknown
-			rec.Error = &protocol.EffectError{Code: "unknown", Message: err.Error(), Status: http.StatusInternalServerError, Transient: true}
+			rec.Error = &protocol.EffectError{Code: "unknown", Message: hit.lostMessage(err), Status: http.StatusInternalServerError, Transient: true}
 			_ = r.put(ctx, history.EffectEntry(r.rec.ID, rec))
 			return nil, nil
+		}
+		if lost, err := p.afterMCPToxic(ctx, e, hit); lost || err != nil {
+			return nil, err
 		}
 	}
 	r.faults.fireEffect(ctx, e.n, chaos.PhaseMid)

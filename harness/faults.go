@@ -284,8 +284,17 @@ func (e *faultEngine) resume(ctx context.Context) {
 			e.stacks[path] = append(e.stacks[path], f)
 		}
 	}
-	for _, path := range []string{chaos.PathLink, chaos.PathEffect, chaos.PathLLM} {
+	for _, path := range []string{chaos.PathLink, chaos.PathEffect, chaos.PathLLM, chaos.PathMCP} {
 		if f := e.top(path); f != nil {
+			if err := e.inject(ctx, f); err != nil {
+				e.log.Warn("re-apply fault", "fault", f.rec.Spec, "err", err)
+			}
+		}
+	}
+	// A tool the gateway changed (mcp-tool-gone, mcp-schema) stays
+	// changed in this process too, until the fault heals.
+	for _, f := range e.faults {
+		if f.kind.MCP && f.kind.Path == "" && f.rec.Applied && f.rec.Error == "" && (f.active || f.spec.Duration == 0) {
 			if err := e.inject(ctx, f); err != nil {
 				e.log.Warn("re-apply fault", "fault", f.rec.Spec, "err", err)
 			}

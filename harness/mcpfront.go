@@ -39,10 +39,14 @@ func (r *run) mcpWorlds() map[string]*mcpworld.World {
 // named <server>__<tool>, with its schemas and annotations, sorted by name.
 func (r *run) MCPTools(context.Context, gateway.Caller) ([]*mcp.Tool, error) {
 	var out []*mcp.Tool
+	changed := r.mcpChanges()
 	for _, w := range r.mcpWorlds() {
 		for _, t := range w.Tools() {
 			c := *t
 			c.Name = w.Server().ToolName(t.Name)
+			if ch, ok := changed[c.Name]; ok {
+				changeTool(&c, ch)
+			}
 			out = append(out, &c)
 		}
 	}
@@ -65,6 +69,12 @@ func (r *run) MCPCall(ctx context.Context, c gateway.Caller, call gateway.MCPCal
 	args := call.Arguments
 	if len(args) == 0 {
 		args = json.RawMessage("{}")
+	}
+	if ch, changed := r.mcpChanges()[call.Tool]; changed {
+		var refused *mcp.CallToolResult
+		if args, refused = changedCall(call.Tool, ch, args, w.Tools()); refused != nil {
+			return refused, nil
+		}
 	}
 	kind := w.Server().EffectKind(tool)
 	key := call.Key
@@ -155,6 +165,8 @@ func mcpAnswer(tool string, res protocol.EffectResult) (*mcp.CallToolResult, err
 			d.Code = jsonrpc.CodeInvalidParams
 		}
 		return nil, &jsonrpc.Error{Code: d.Code, Message: res.Error.Message}
+	case res.Status == protocol.StatusFailed && res.Error != nil && res.Error.Code == CodeMCPRPCError:
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: res.Error.Message}
 	case res.Status == protocol.StatusDenied:
 		msg := "the gate denied it"
 		if res.Error != nil && res.Error.Message != "" {

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -46,6 +47,10 @@ type mcpConn struct {
 
 	mu  sync.Mutex
 	cmd *exec.Cmd // the stdio server's process as last started (nil: a URL server)
+
+	// crash, when set, SIGKILLs the stdio server as its next answer
+	// arrives, which is then lost (an mcp-crash fault; see crashingConn).
+	crash atomic.Bool
 }
 
 func (h *Harness) mcpServers() *mcpServers {
@@ -129,7 +134,7 @@ func (p *mcpServers) start(runID string, s scenarios.MCPServer, dir string, mc *
 		mc.cmd = cmd
 		mc.mu.Unlock()
 		_ = os.WriteFile(filepath.Join(dir, "server.pid"), []byte(strconv.Itoa(cmd.Process.Pid)+"\n"), 0o644)
-	}}, nil
+	}, mc: mc}, nil
 }
 
 // startedTransport is a CommandTransport that says when its process
@@ -137,14 +142,16 @@ func (p *mcpServers) start(runID string, s scenarios.MCPServer, dir string, mc *
 type startedTransport struct {
 	mcp.CommandTransport
 	started func()
+	mc      *mcpConn
 }
 
 func (t *startedTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	c, err := t.CommandTransport.Connect(ctx)
-	if err == nil {
-		t.started()
+	if err != nil {
+		return nil, err
 	}
-	return c, err
+	t.started()
+	return &crashingConn{Connection: c, mc: t.mc}, nil
 }
 
 // kill ends the stdio server's process group: SIGTERM, then SIGKILL after

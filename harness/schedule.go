@@ -80,6 +80,7 @@ func (h *Harness) randomReach(scen *scenarios.Scenario, kinds []string) (chaos.R
 		return chaos.Reach{}, fmt.Errorf("--chaos random needs to know what a run of scenario %s can reach: add a reach: block (steps, effects, llm_calls, virtual) to it", scen.Name)
 	}
 	reach := *scen.Reach
+	reach.MCP = len(scen.MCPServers()) > 0
 	if len(kinds) == 0 {
 		for i, name := range reach.Kinds {
 			if err := h.opts.Faults.CheckDrawable(name, reach); err != nil {

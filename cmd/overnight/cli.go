@@ -745,7 +745,11 @@ func faultsCmd(g *globals) *cobra.Command {
 					for _, t := range at {
 						names = append(names, string(t))
 					}
-					fmt.Fprintf(g.stdout, "  --chaos random: draws it at %s (those the scenario's reach: allows)\n", strings.Join(names, ", "))
+					only := ""
+					if k.MCP {
+						only = ", only for a scenario with mcp:"
+					}
+					fmt.Fprintf(g.stdout, "  --chaos random: draws it at %s (those the scenario's reach: allows%s)\n", strings.Join(names, ", "), only)
 				} else {
 					fmt.Fprintln(g.stdout, "  --chaos random: never draws it")
 				}

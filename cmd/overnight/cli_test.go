@@ -372,11 +372,14 @@ var _ = Describe("chaos from the command line", func() {
 			names[k["name"].(string)] = k
 		}
 		for _, want := range []string{"kill", "stop", "restart", "pause", "harness-crash", "netdrop", "blackhole", "latency", "disconnect",
-			"llm-429", "llm-5xx", "llm-timeout", "llm-truncated", "llm-malformed-tool-call", "api-version", "effect-5xx", "effect-slow", "world-crash", "clock-jump"} {
+			"llm-429", "llm-5xx", "llm-timeout", "llm-truncated", "llm-malformed-tool-call", "api-version", "effect-5xx", "effect-slow", "world-crash", "clock-jump",
+			"mcp-error", "mcp-rpc-error", "mcp-timeout", "mcp-slow", "mcp-crash", "mcp-tool-gone", "mcp-schema"} {
 			Expect(names).To(HaveKey(want))
 		}
 		Expect(names["netdrop"]["duration"]).To(Equal("required"))
 		Expect(names["kill"]["duration"]).To(Equal("none"))
+		Expect(names["mcp-error"]["group"]).To(Equal("mcp"))
+		Expect(names["mcp-error"]["mcp"]).To(BeTrue())
 	})
 
 	It("draws --chaos random from the seed, replays a fault log exactly, and shrinks a failure to a command that reproduces it", func(ctx SpecContext) {

@@ -196,7 +196,7 @@ var _ = Describe("overnight validate", func() {
 			"deploy: valid",
 			bad2 + `:5:18: agent.builtin: no built-in agent "nobody" (built-in agents: ` + fmt.Sprint(agents.Names()) + `)`,
 			bad2 + `:7:27: gate[0].policy: got "maybe", want one of "allow", "verify", "approve", "deny"`,
-			bad2 + `:8:10: faults[0]: fault "meteor@step:1": unknown fault kind "meteor" (known kinds: harness-crash, kill, pause, restart, stop, blackhole, disconnect, latency, netdrop, llm-429, llm-5xx, llm-malformed-tool-call, llm-timeout, llm-truncated, api-version, dep-update, effect-5xx, effect-slow, world-crash, clock-jump; see ` + "`overnight faults`)",
+			bad2 + `:8:10: faults[0]: fault "meteor@step:1": unknown fault kind "meteor" (known kinds: harness-crash, kill, pause, restart, stop, blackhole, disconnect, latency, netdrop, llm-429, llm-5xx, llm-malformed-tool-call, llm-timeout, llm-truncated, api-version, dep-update, effect-5xx, effect-slow, world-crash, mcp-crash, mcp-error, mcp-rpc-error, mcp-schema, mcp-slow, mcp-timeout, mcp-tool-gone, clock-jump; see ` + "`overnight faults`)",
 			"load scenario " + missing + ": no such file (give the path of a scenario .yaml file or a built-in scenario's name): open " + missing + ": no such file or directory",
 		}))
 		Expect(o.stderr).To(BeEmpty())

@@ -42,6 +42,13 @@ type MCPBackend interface {
 	MCPCall(ctx context.Context, c Caller, call MCPCall) (*mcp.CallToolResult, error)
 }
 
+// MCPMetaGone in the _meta of a tool MCPTools returns marks a tool that
+// vanished (an mcp-tool-gone fault): tools/list omits it, and a call to it
+// still reaches MCPCall, which answers that it is gone. Without a session
+// (the endpoint is stateless) no notifications/tools/list_changed can be
+// sent: the agent's next tools/list shows the change.
+const MCPMetaGone = "overnight.dev/gone"
+
 // The _meta field of a tools/call holding the agent's idempotency key
 // (scenarios.MCPMetaIdempotencyKey; the gateway does not import scenarios).
 const metaIdempotencyKey = "overnight.dev/idempotency-key"
@@ -90,8 +97,15 @@ func (s *Server) mcpServer(ctx context.Context, b MCPBackend, c Caller) *mcp.Ser
 	}
 	var id strings.Builder
 	fmt.Fprintf(&id, "%d", c.Attempt)
+	hidden := map[string]bool{}
 	for _, t := range tools {
 		id.WriteString("\x00" + t.Name)
+		if t.Meta[MCPMetaGone] == true {
+			hidden[t.Name] = true
+			id.WriteString("\x00gone")
+		}
+		schema, _ := json.Marshal(t.InputSchema) // a changed schema is another server
+		id.Write(schema)
 	}
 	s.mcpMu.Lock()
 	defer s.mcpMu.Unlock()
@@ -99,6 +113,9 @@ func (s *Server) mcpServer(ctx context.Context, b MCPBackend, c Caller) *mcp.Ser
 		return srv
 	}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "overnight", Version: "v1"}, &mcp.ServerOptions{Logger: s.log})
+	if len(hidden) > 0 {
+		srv.AddReceivingMiddleware(hideTools(hidden))
+	}
 	for _, t := range tools {
 		name := t.Name
 		srv.AddTool(t, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -151,4 +168,23 @@ func mcpError(s *Server, tool string, err error) error {
 	}
 	raw, _ := json.Marshal(data)
 	return &jsonrpc.Error{Code: CodeMCPRefused, Message: pe.Code + ": " + pe.Message, Data: raw}
+}
+
+// hideTools is middleware that leaves the hidden tools out of tools/list.
+func hideTools(hidden map[string]bool) mcp.Middleware {
+	return func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			res, err := next(ctx, method, req)
+			if lt, ok := res.(*mcp.ListToolsResult); ok && err == nil && method == "tools/list" {
+				kept := make([]*mcp.Tool, 0, len(lt.Tools))
+				for _, t := range lt.Tools {
+					if !hidden[t.Name] {
+						kept = append(kept, t)
+					}
+				}
+				lt.Tools = kept
+			}
+			return res, err
+		}
+	}
 }
