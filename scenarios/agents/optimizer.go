@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 
@@ -57,7 +58,9 @@ type optimizerState struct {
 // and resumes from it: every effect's key comes from the checkpointed
 // step, so a candidate half done when it was killed is finished, not
 // tried again. It ends with done, claiming the fleet's cost before and
-// after and the candidates kept and rolled back.
+// after and the candidates kept and rolled back; with --report FILE it
+// first writes those figures and every candidate's trial, outcome and
+// measurements to FILE in Markdown.
 //
 // Its deliberately broken variants: with --naive it never reads its
 // checkpoint back and sends effects without keys, so after a restart it
@@ -75,8 +78,9 @@ func Optimizer(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	overclaim := fs.Bool("overclaim", false, "report half the cost the world shows (deliberately broken)")
 	leave := fs.Bool("leave-failed", false, "leave a candidate whose trial failed on staging instead of rolling it back (deliberately broken)")
 	pause := fs.Duration("pause", time.Hour, "virtual time between two candidates")
+	report := fs.String("report", "", "before reporting done, write a Markdown report of the candidates and the saving to this file (a scenario's report:, such as /workspace/report.md)")
 	return runMain(ctx, fs, args, stderr, func(ctx context.Context, c *agent.Client) error {
-		o := &optimizer{c: c, naive: *naive, blind: *blind, leave: *leave, overclaim: *overclaim, pause: *pause, out: stdout}
+		o := &optimizer{c: c, naive: *naive, blind: *blind, leave: *leave, overclaim: *overclaim, pause: *pause, report: *report, out: stdout}
 		return o.run(ctx)
 	})
 }
@@ -89,6 +93,7 @@ type optimizer struct {
 	// overclaim reports half the cost the world shows
 	overclaim bool
 	pause     time.Duration
+	report    string // the Markdown report's path ("": none)
 	out       io.Writer
 	st        optimizerState
 }
@@ -168,11 +173,46 @@ func (o *optimizer) run(ctx context.Context) error {
 	}
 	claims := map[string]any{"cost_before": o.st.StartCost, "cost_after": after, "kept": kept, "rolled_back": rolled, "candidates": o.st.Done}
 	summary := fmt.Sprintf("log cost %.2f -> %.2f $/day; %d candidates kept, %d rolled back", o.st.StartCost, after, kept, rolled)
+	if o.report != "" {
+		// The file and the claims sent with done come from the same figures,
+		// so the world judges the one the file shows.
+		if err := os.WriteFile(o.report, []byte(reportText(summary, o.st.StartCost, after, o.st.Done)), 0o644); err != nil {
+			return fmt.Errorf("write the report: %w", err)
+		}
+	}
 	if err := o.c.Done(ctx, protocol.OutcomeSuccess, summary, claims); err != nil {
 		return fmt.Errorf("done: %w", err)
 	}
 	fmt.Fprintln(o.out, summary)
 	return nil
+}
+
+// reportText is the optimizer's final report in Markdown: the saving, and
+// every candidate tried with its trial, its outcome and its service's cost
+// per day before and after.
+func reportText(summary string, before, after float64, done []tried) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# Fleet logging: %s\n\n", summary)
+	saving := before - after
+	share := 0.0
+	if before > 0 {
+		share = 100 * saving / before
+	}
+	fmt.Fprintf(&b, "The saving: %.2f $/day (%.1f%%), from %.2f to %.2f $/day.\n\n", saving, share, before, after)
+	b.WriteString("| candidate | service | change | trial | outcome | cost before ($/day) | cost after ($/day) | reason |\n")
+	b.WriteString("| --- | --- | --- | --- | --- | --- | --- | --- |\n")
+	for _, t := range done {
+		change, _ := json.Marshal(t.Change)
+		trial, outcome := "failed", "rolled back"
+		if t.Passed {
+			trial = "passed"
+		}
+		if t.Kept {
+			outcome = "kept"
+		}
+		fmt.Fprintf(&b, "| %s | %s | `%s` | %s | %s | %.2f | %.2f | %s |\n", t.ID, t.Service, change, trial, outcome, t.CostBefore, t.CostAfter, t.Reason)
+	}
+	return b.String()
 }
 
 var proposeTool = tool("propose_candidate",
