@@ -10,6 +10,7 @@ import (
 	"github.com/overnight-dev/overnight/sandbox/protocol"
 	"github.com/overnight-dev/overnight/scenarios/invariant"
 	"github.com/overnight-dev/overnight/scenarios/world"
+	"github.com/overnight-dev/overnight/scenarios/world/httpworld"
 )
 
 // Diagnosis classes.
@@ -220,7 +221,7 @@ func eventBefore(run *history.Run, e *history.EffectRecord) (worldEvent, bool) {
 		if l.Key == e.ID {
 			break
 		}
-		if l.IsEvent() {
+		if changesWorld(l) {
 			found, ok = worldEvent{kind: l.Kind, args: l.Args, at: "at " + history.VirtualSince(run.Record.VirtualStart, l.At) + " virtual"}, true
 		}
 	}
@@ -233,11 +234,18 @@ func hasWorldEvent(run *history.Run) bool {
 		return false
 	}
 	for _, l := range run.Ledger {
-		if l.IsEvent() {
+		if changesWorld(l) {
 			return true
 		}
 	}
 	return false
+}
+
+// changesWorld says whether a ledger entry is a world event that changes
+// the world: any but a goal's probe (httpworld.EventProbe), which only
+// reads it when the run is judged.
+func changesWorld(l world.LedgerEntry) bool {
+	return l.IsEvent() && l.Kind != httpworld.EventProbe
 }
 
 // deterministicLesson is the lesson a diagnosis gives when no model writes

@@ -12,6 +12,7 @@ import (
 	"github.com/overnight-dev/overnight/harness/history"
 	"github.com/overnight-dev/overnight/sandbox/protocol"
 	"github.com/overnight-dev/overnight/scenarios/world"
+	"github.com/overnight-dev/overnight/scenarios/world/httpworld"
 )
 
 // (ginkgo is not dot-imported here: its Report would clash with this
@@ -99,12 +100,14 @@ var _ = ginkgo.Describe("the diagnosis of a world event other than an API change
 		Expect(deterministicLesson(d)).To(HavePrefix(`The world changed under you (dep_update {"library":"logkit","from":"1.8.2","to":"2.0.0"}): fleet.apply_candidate is refused with stale_candidate.`))
 		Expect(skipReplays(d, 1, true)).To(ContainSubstring("the journal alone shows the diagnosis"))
 
-		// After the refusal, the update is no cause of it: the agent's own request.
-		run.Ledger = []world.LedgerEntry{run.Ledger[1], update}
+		// After the refusal, the update is no cause of it: the agent's own
+		// request; nor is a goal's probe, which only reads the world.
+		probe := world.LedgerEntry{Seq: 2, Kind: httpworld.EventProbe, Args: json.RawMessage(`{"route":"GET /v1/orders"}`), At: start.Add(time.Hour)}
+		run.Ledger = []world.LedgerEntry{probe, run.Ledger[1], update}
 		Expect(diagnose(t, run, nil, nil, "").Class).To(Equal(ClassAgentLogic))
 		// The latest event before the refusal is the one named: here an API change.
 		version := world.LedgerEntry{Seq: 2, Kind: world.EventAPIVersion, Args: json.RawMessage(`{"version":"v2"}`), At: start.Add(time.Hour)}
-		run.Ledger = []world.LedgerEntry{update, version, run.Ledger[0]}
+		run.Ledger = []world.LedgerEntry{update, version, run.Ledger[1]}
 		Expect(diagnose(t, run, nil, nil, "").Class).To(Equal(ClassAPIContract))
 	})
 })
