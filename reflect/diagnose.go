@@ -10,6 +10,7 @@ import (
 	"github.com/overnight-dev/overnight/sandbox/protocol"
 	"github.com/overnight-dev/overnight/scenarios/invariant"
 	"github.com/overnight-dev/overnight/scenarios/world"
+	"github.com/overnight-dev/overnight/scenarios/world/httpworld"
 )
 
 // Diagnosis classes.
@@ -21,6 +22,7 @@ const (
 	ClassBudget        = "budget"                   // the LLM budget was spent
 	ClassGateDenied    = "gate_denied"              // the gate denied the agent's effect and the agent stopped: the harness's own decision, never the infrastructure's
 	ClassPoisonedState = "poisoned_state"           // the agent recorded as done what the world does not show: its checkpoint (or done) is poisoned, and what it builds on it inherits the mistake
+	ClassWorldChange   = "world_change"             // the world changed under the agent by another world event than an API version (a dependency update, ...) before it refused the agent's request
 )
 
 // diagnose classifies a failure, deterministically, from the journal and
@@ -68,11 +70,20 @@ func diagnose(t history.Trigger, run *history.Run, replays []history.ReplayRecor
 	case refused != nil:
 		evidence["effect"] = map[string]any{"kind": refused.Kind, "args": refused.Args}
 		evidence["error"] = refused.Error
-		if v, ok := versionBefore(run, refused); ok {
+		if ev, ok := eventBefore(run, refused); ok && ev.kind == world.EventAPIVersion {
+			var a struct {
+				Version string `json:"version"`
+			}
+			_ = json.Unmarshal(ev.args, &a)
 			d.Class = ClassAPIContract
 			d.Detail = fmt.Sprintf("the world's API changed to %s (%s) before %s, which it refused: %s (%s)",
-				v.version, v.at, refused.Kind, refused.Error.Message, refused.Error.Code)
-			evidence["api_version"] = v.version
+				a.Version, ev.at, refused.Kind, refused.Error.Message, refused.Error.Code)
+			evidence["api_version"] = a.Version
+		} else if ok {
+			d.Class = ClassWorldChange
+			d.Detail = fmt.Sprintf("the world changed under the agent: %s (%s) before %s, which it refused: %s (%s)",
+				ev.text(), ev.at, refused.Kind, refused.Error.Message, refused.Error.Code)
+			evidence["world_event"] = map[string]any{"kind": ev.kind, "args": ev.args}
 		} else {
 			d.Class = ClassAgentLogic
 			d.Detail = fmt.Sprintf("the agent sent %s, which the world refused: %s (%s)", refused.Kind, refused.Error.Message, refused.Error.Code)
@@ -85,7 +96,7 @@ func diagnose(t history.Trigger, run *history.Run, replays []history.ReplayRecor
 	if counterfactual != nil {
 		evidence["counterfactual"] = map[string]any{"reproduced": counterfactual.Reproduced, "verdict": counterfactual.Verdict}
 		switch {
-		case !counterfactual.Reproduced && d.Class == ClassAgentLogic && !hasVersionEvent(run):
+		case !counterfactual.Reproduced && d.Class == ClassAgentLogic && !hasWorldEvent(run):
 			d.Class = ClassTransient
 			d.Detail += "; without the run's faults it does not happen"
 		case !counterfactual.Reproduced:
@@ -180,53 +191,74 @@ func denial(t history.Trigger, run *history.Run) *history.EffectRecord {
 	return last
 }
 
-type versionEvent struct {
-	version string
-	at      string
+// worldEvent is a world event of the ledger: an API version change, a
+// dependency update, or any event a world undergoes.
+type worldEvent struct {
+	kind string          // world.EventAPIVersion, "world.dep_update", ...
+	args json.RawMessage // the event's arguments as the ledger keeps them
+	at   string          // "at +1h virtual"
 }
 
-// versionBefore finds an API version change in the world's ledger before
-// the world refused e.
-func versionBefore(run *history.Run, e *history.EffectRecord) (versionEvent, bool) {
-	if run == nil {
-		return versionEvent{}, false
+// text is the event as a diagnosis names it: its kind without the
+// "world." prefix, then its arguments.
+func (e worldEvent) text() string {
+	name := strings.TrimPrefix(e.kind, "world.")
+	if len(e.args) == 0 || string(e.args) == "null" || string(e.args) == "{}" {
+		return name
 	}
-	var found versionEvent
+	return name + " " + string(e.args)
+}
+
+// eventBefore finds the last world event in the world's ledger before the
+// world refused e.
+func eventBefore(run *history.Run, e *history.EffectRecord) (worldEvent, bool) {
+	if run == nil {
+		return worldEvent{}, false
+	}
+	var found worldEvent
 	ok := false
 	for _, l := range run.Ledger {
 		if l.Key == e.ID {
 			break
 		}
-		if l.IsEvent() && l.Kind == world.EventAPIVersion {
-			var a struct {
-				Version string `json:"version"`
-			}
-			_ = json.Unmarshal(l.Args, &a)
-			found, ok = versionEvent{a.Version, "at " + history.VirtualSince(run.Record.VirtualStart, l.At) + " virtual"}, true
+		if changesWorld(l) {
+			found, ok = worldEvent{kind: l.Kind, args: l.Args, at: "at " + history.VirtualSince(run.Record.VirtualStart, l.At) + " virtual"}, true
 		}
 	}
 	return found, ok
 }
 
-func hasVersionEvent(run *history.Run) bool {
+// hasWorldEvent says whether the world underwent any event in the run.
+func hasWorldEvent(run *history.Run) bool {
 	if run == nil {
 		return false
 	}
 	for _, l := range run.Ledger {
-		if l.IsEvent() && l.Kind == world.EventAPIVersion {
+		if changesWorld(l) {
 			return true
 		}
 	}
 	return false
 }
 
+// changesWorld says whether a ledger entry is a world event that changes
+// the world: any but a goal's probe (httpworld.EventProbe), which only
+// reads it when the run is judged.
+func changesWorld(l world.LedgerEntry) bool {
+	return l.IsEvent() && l.Kind != httpworld.EventProbe
+}
+
 // deterministicLesson is the lesson a diagnosis gives when no model writes
 // one.
 func deterministicLesson(d history.Diagnosis) string {
 	var ev struct {
-		Version string                `json:"api_version"`
-		Error   *protocol.EffectError `json:"error"`
-		Effect  struct {
+		Version string `json:"api_version"`
+		Event   *struct {
+			Kind string          `json:"kind"`
+			Args json.RawMessage `json:"args"`
+		} `json:"world_event"`
+		Error  *protocol.EffectError `json:"error"`
+		Effect struct {
 			Kind string `json:"kind"`
 		} `json:"effect"`
 		Resumed *int   `json:"resumed_step"`
@@ -241,6 +273,13 @@ func deterministicLesson(d history.Diagnosis) string {
 		}
 		return fmt.Sprintf("The world's API changed to %s under you: %s is refused with %s%s. Read each refusal's details and correct the request — a corrected request is a new effect with a new key — instead of giving up.",
 			ev.Version, ev.Effect.Kind, codeOf(ev.Error), details)
+	case ClassWorldChange:
+		event := "a world event"
+		if ev.Event != nil {
+			event = worldEvent{kind: ev.Event.Kind, args: ev.Event.Args}.text()
+		}
+		return fmt.Sprintf("The world changed under you (%s): %s is refused with %s. Read the world again after such a change and redo what it made stale — a corrected request is a new effect with a new key — instead of building on what you read before it.",
+			event, ev.Effect.Kind, codeOf(ev.Error))
 	case ClassAgentLogic:
 		return "Your own request was wrong: " + d.Detail + ". Check the world's error before sending it again, and never claim success the world does not show."
 	case ClassCrashRecovery:

@@ -12,6 +12,7 @@ import (
 	"github.com/overnight-dev/overnight/harness/history"
 	"github.com/overnight-dev/overnight/sandbox/protocol"
 	"github.com/overnight-dev/overnight/scenarios/world"
+	"github.com/overnight-dev/overnight/scenarios/world/httpworld"
 )
 
 // (ginkgo is not dot-imported here: its Report would clash with this
@@ -79,6 +80,35 @@ var _ = ginkgo.Describe("the diagnosis of an API change", func() {
 		d := diagnose(history.Trigger{Kind: "effect_refused", Attempt: 1, Step: 3, Effect: &refused}, run, nil, nil, "")
 		Expect(d.Class).To(Equal(ClassAPIContract))
 		Expect(d.Detail).To(Equal("the world's API changed to v2 (at +3d11h43m virtual) before cloud.deploy_service, which it refused: api_key is required (unauthorized)"))
+	})
+})
+
+var _ = ginkgo.Describe("the diagnosis of a world event other than an API change", func() {
+	ginkgo.It("names a dependency update before the refusal, its kind and arguments, with a class and a lesson of its own", func() {
+		start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+		refused := history.EffectRecord{ID: "k/step-2/2", Kind: "fleet.apply_candidate", Attempt: 1, Status: protocol.StatusFailed, Executions: 1,
+			Error: &protocol.EffectError{Code: "stale_candidate", Message: "candidate api-warn is stale: api's configuration changed since it was proposed", Status: 409}}
+		update := world.LedgerEntry{Seq: 3, Kind: "world.dep_update", Args: json.RawMessage(`{"library":"logkit","from":"1.8.2","to":"2.0.0"}`), At: start.Add(26 * time.Hour)}
+		run := &history.Run{Record: history.RunRecord{ID: "r", VirtualStart: start},
+			Effects: []history.EffectRecord{refused},
+			Ledger:  []world.LedgerEntry{update, {Seq: 4, Key: refused.ID, Kind: refused.Kind, At: start.Add(27 * time.Hour)}}}
+		t := history.Trigger{Kind: harness.FailureEffectRefused, Attempt: 1, Step: 2, Effect: &refused}
+		d := diagnose(t, run, nil, nil, "")
+		Expect(d.Class).To(Equal(ClassWorldChange))
+		Expect(d.Detail).To(Equal(`the world changed under the agent: dep_update {"library":"logkit","from":"1.8.2","to":"2.0.0"} (at +1d2h virtual) before fleet.apply_candidate, which it refused: candidate api-warn is stale: api's configuration changed since it was proposed (stale_candidate)`))
+		Expect(string(d.Evidence)).To(ContainSubstring(`"world_event":{"args":{"library":"logkit","from":"1.8.2","to":"2.0.0"},"kind":"world.dep_update"}`))
+		Expect(deterministicLesson(d)).To(HavePrefix(`The world changed under you (dep_update {"library":"logkit","from":"1.8.2","to":"2.0.0"}): fleet.apply_candidate is refused with stale_candidate.`))
+		Expect(skipReplays(d, 1, true)).To(ContainSubstring("the journal alone shows the diagnosis"))
+
+		// After the refusal, the update is no cause of it: the agent's own
+		// request; nor is a goal's probe, which only reads the world.
+		probe := world.LedgerEntry{Seq: 2, Kind: httpworld.EventProbe, Args: json.RawMessage(`{"route":"GET /v1/orders"}`), At: start.Add(time.Hour)}
+		run.Ledger = []world.LedgerEntry{probe, run.Ledger[1], update}
+		Expect(diagnose(t, run, nil, nil, "").Class).To(Equal(ClassAgentLogic))
+		// The latest event before the refusal is the one named: here an API change.
+		version := world.LedgerEntry{Seq: 2, Kind: world.EventAPIVersion, Args: json.RawMessage(`{"version":"v2"}`), At: start.Add(time.Hour)}
+		run.Ledger = []world.LedgerEntry{update, version, run.Ledger[1]}
+		Expect(diagnose(t, run, nil, nil, "").Class).To(Equal(ClassAPIContract))
 	})
 })
 

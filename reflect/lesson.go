@@ -54,8 +54,9 @@ func (rf *reflector) diagnose(r *history.ReflectionRecord) error {
 // journalShows says why the replays may be skipped ("" : they run): a
 // failure that rests on a denial by the gate (an isolated re-run has no
 // gate, so it cannot show one); or, when the failing attempt holds
-// remembered lessons to verify first, an API version change in the world's
-// ledger before the refusal. Never for a class the replays decide.
+// remembered lessons to verify first, a world event (an API version
+// change, a dependency update) in the world's ledger before the refusal.
+// Never for a class the replays decide.
 func (rf *reflector) journalShows(r *history.ReflectionRecord, remembered bool) (string, error) {
 	run, err := rf.h.History().Load(rf.ctx, rf.rec.ID)
 	if err != nil {
@@ -71,7 +72,7 @@ func skipReplays(d history.Diagnosis, attempt int, remembered bool) string {
 	switch {
 	case d.Class == ClassGateDenied:
 		return "the journal shows the gate denied the attempt's effect, which an isolated re-run (no gate) cannot reproduce"
-	case d.Class == ClassAPIContract && remembered:
+	case (d.Class == ClassAPIContract || d.Class == ClassWorldChange) && remembered:
 		return fmt.Sprintf("attempt %d holds remembered lessons to verify first, and the journal alone shows the diagnosis: %s", attempt, d.Detail)
 	}
 	return ""

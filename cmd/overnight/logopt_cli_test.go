@@ -2,6 +2,9 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"regexp"
+	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -44,7 +47,20 @@ var _ = Describe("overnight run logopt: the optimizer on the fleet world", func(
 		Expect(md.stdout).To(ContainSubstring(`"reason": "api's log shipper parses only json or ecs: its text logs would be dropped"`), "the candidates and their measurements are in the report")
 		Expect(res.LLM).NotTo(BeNil())
 		Expect(res.LLM.Calls).To(Equal(1), "the scripted model chose the candidates once; the plan is in the checkpoint, so the attempt after the kill does not ask again")
-		Expect(invariant(res, "goal-reached").Detail).To(MatchRegexp(`^log cost [0-9.]+ -> [0-9.]+ \$/day \(down [0-9.]+%, want 30\.0%\); error visibility >= 0\.9 on all 5 services .*candidates: 11 applied, 4 rolled back, 0 only proposed; its claims agree: cost_before [0-9.]+, cost_after [0-9.]+, 11 kept, 4 rolled back$`))
+		goal := invariant(res, "goal-reached").Detail
+		Expect(goal).To(MatchRegexp(`^log cost [0-9.]+ -> [0-9.]+ \$/day \(down [0-9.]+%, want 30\.0%\); error visibility >= 0\.9 on all 5 services .*candidates: 11 applied, 4 rolled back, 0 only proposed; its claims agree: cost_before [0-9.]+, cost_after [0-9.]+, 11 kept, 4 rolled back$`))
+
+		// The optimizer's report file, copied out of the sandbox at done:
+		// its figures are those the world judged in its claims.
+		f := overnight(ctx, state, nil, "report", res.RunID, "--file")
+		Expect(f.code).To(Equal(0), f.stderr)
+		judged := regexp.MustCompile(`cost_before ([0-9.]+), cost_after ([0-9.]+)`).FindStringSubmatch(goal)
+		Expect(f.stdout).To(HavePrefix(fmt.Sprintf("# Fleet logging: log cost %s -> %s $/day; 11 candidates kept, 4 rolled back\n", judged[1], judged[2])))
+		Expect(f.stdout).To(MatchRegexp(`(?m)^The saving: [0-9.]+ \$/day \([0-9.]+%%\), from %s to %s \$/day\.$`, regexp.QuoteMeta(judged[1]), regexp.QuoteMeta(judged[2])))
+		Expect(f.stdout).To(MatchRegexp(`(?m)^\| api-text \| api \| ` + "`" + `\{"format":"text"\}` + "`" + ` \| failed \| rolled back \| [0-9.]+ \| [0-9.]+ \| api's log shipper parses only json or ecs: its text logs would be dropped \|$`))
+		Expect(strings.Count(f.stdout, "| kept |")).To(Equal(11))
+		Expect(strings.Count(f.stdout, "| rolled back |")).To(Equal(4))
+		Expect(md.stdout).To(ContainSubstring("# Fleet logging: log cost "), "the run report shows the file")
 	}, SpecTimeout(3*time.Minute))
 
 	// failedInvariant runs logopt with a broken variant of the optimizer

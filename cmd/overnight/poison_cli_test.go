@@ -12,30 +12,36 @@ import (
 	"github.com/overnight-dev/overnight/harness/harnesstest"
 )
 
+// unguarded is a copy of the built-in scenario name with rollback: none.
+func unguarded(name string) string {
+	GinkgoHelper()
+	raw, err := os.ReadFile(filepath.Join(harnesstest.ModuleRoot(), "scenarios", "builtin", name+".yaml"))
+	Expect(err).NotTo(HaveOccurred())
+	text := strings.Replace(string(raw), "\nrollback: consistent\n", "\nrollback: none\n", 1)
+	Expect(text).NotTo(Equal(string(raw)))
+	file := filepath.Join(GinkgoT().TempDir(), name+"-unguarded.yaml")
+	Expect(os.WriteFile(file, []byte(text), 0o644)).To(Succeed())
+	return file
+}
+
+// verdicts maps each invariant of a run's JSON result to "VERDICT: DETAIL".
+func verdicts(stdout string) map[string]string {
+	GinkgoHelper()
+	res := decodeResult(stdout)
+	out := map[string]string{}
+	for _, inv := range res.Invariants {
+		out[inv.Name] = inv.Verdict + ": " + inv.Detail
+	}
+	return out
+}
+
 // The poison scenario: the careless deployer records its failed migration
 // (effect-5xx@effect:3) as done, so checkpoint 3 is poisoned; it is killed
 // once step 4 is durable (kill@step:4).
 var _ = Describe("overnight run poison: a failed step recorded as done", func() {
-	unguarded := func() string {
-		raw, err := os.ReadFile(filepath.Join(harnesstest.ModuleRoot(), "scenarios", "builtin", "poison.yaml"))
-		Expect(err).NotTo(HaveOccurred())
-		text := strings.Replace(string(raw), "\nrollback: consistent\n", "\nrollback: none\n", 1)
-		Expect(text).NotTo(Equal(string(raw)))
-		file := filepath.Join(GinkgoT().TempDir(), "poison-unguarded.yaml")
-		Expect(os.WriteFile(file, []byte(text), 0o644)).To(Succeed())
-		return file
-	}
-	verdicts := func(stdout string) map[string]string {
-		res := decodeResult(stdout)
-		out := map[string]string{}
-		for _, inv := range res.Invariants {
-			out[inv.Name] = inv.Verdict + ": " + inv.Detail
-		}
-		return out
-	}
 
 	It("fails state-consistent without rollback, naming the poisoned checkpoint", func(ctx SpecContext) {
-		o := overnight(ctx, stateDir(), nil, "run", unguarded(), "-o", "json", "-q")
+		o := overnight(ctx, stateDir(), nil, "run", unguarded("poison"), "-o", "json", "-q")
 		Expect(o.code).To(Equal(1), o.stderr)
 		res := decodeResult(o.stdout)
 		Expect(res.Verdict).To(Equal("fail"))

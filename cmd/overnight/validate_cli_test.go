@@ -313,7 +313,7 @@ var _ = Describe("overnight schema", func() {
 		Expect(c.AddResource("scenario.schema.json", doc)).To(Succeed())
 		sch, err := c.Compile("scenario.schema.json")
 		Expect(err).NotTo(HaveOccurred())
-		for _, name := range []string{"deploy", "deploy-v2", "week", "logopt", "logopt-week", "poison"} {
+		for _, name := range []string{"deploy", "deploy-v2", "week", "logopt", "logopt-week", "logopt-rollback", "poison"} {
 			raw, err := os.ReadFile(filepath.Join(harnesstest.ModuleRoot(), "scenarios", "builtin", name+".yaml"))
 			Expect(err).NotTo(HaveOccurred())
 			Expect(sch.Validate(yamlAsJSON(raw))).To(Succeed(), name)

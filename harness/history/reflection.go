@@ -54,7 +54,7 @@ type ReplayRecord struct {
 
 // Diagnosis is what the journal and both ledgers say went wrong.
 type Diagnosis struct {
-	Class    string          `json:"class"` // api_contract_change, crash_recovery, transient_infrastructure, agent_logic, budget, gate_denied
+	Class    string          `json:"class"` // api_contract_change, world_change, crash_recovery, transient_infrastructure, agent_logic, budget, gate_denied, poisoned_state
 	Detail   string          `json:"detail"`
 	Evidence json.RawMessage `json:"evidence,omitempty"`
 }

@@ -57,7 +57,7 @@ type ErrorDetail struct {
 
 // Lesson is a lesson drawn by an earlier reflection, handed to the agent:
 // a short text, and the structured evidence it rests on — the diagnosis'
-// class (api_contract_change, crash_recovery, transient_infrastructure,
+// class (api_contract_change, world_change, crash_recovery, transient_infrastructure,
 // agent_logic, budget) and, for example, the world's error with its
 // details.
 type Lesson struct {

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 
@@ -53,11 +54,14 @@ type optimizerState struct {
 // applies it if its trial passes, else rolls it back; a candidate whose
 // trial failed because it was stale (a dependency update changed the
 // service meanwhile) is proposed again under a new id. It checkpoints
-// after each candidate, its progress and measurements in the checkpoint,
+// after each candidate, its progress and measurements in the checkpoint
+// with a claim of what became of the candidate (fleet.ClaimCandidate),
 // and resumes from it: every effect's key comes from the checkpointed
 // step, so a candidate half done when it was killed is finished, not
 // tried again. It ends with done, claiming the fleet's cost before and
-// after and the candidates kept and rolled back.
+// after and the candidates kept and rolled back; with --report FILE it
+// first writes those figures and every candidate's trial, outcome and
+// measurements to FILE in Markdown.
 //
 // Its deliberately broken variants: with --naive it never reads its
 // checkpoint back and sends effects without keys, so after a restart it
@@ -67,7 +71,10 @@ type optimizerState struct {
 // below the floor); with --leave-failed it never rolls back a candidate
 // whose trial failed (goal-reached: a half-applied candidate); with
 // --overclaim its report claims half the cost the world shows
-// (goal-reached: the report disagrees with the world).
+// (goal-reached: the report disagrees with the world); with --careless it
+// takes a trial that failed transiently for a pass and checkpoints its
+// candidate as kept, a claim the world contradicts (state-consistent:
+// the checkpoint is poisoned; the logopt-rollback scenario).
 func Optimizer(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("optimizer", flag.ContinueOnError)
 	naive := fs.Bool("naive", false, "never read the checkpoint back and send effects without keys (deliberately broken)")
@@ -75,8 +82,10 @@ func Optimizer(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	overclaim := fs.Bool("overclaim", false, "report half the cost the world shows (deliberately broken)")
 	leave := fs.Bool("leave-failed", false, "leave a candidate whose trial failed on staging instead of rolling it back (deliberately broken)")
 	pause := fs.Duration("pause", time.Hour, "virtual time between two candidates")
+	careless := fs.Bool("careless", false, "take a trial whose effect failed transiently for a pass and record its candidate as kept, without retrying or applying it (deliberately broken: its checkpoint's claim is poisoned)")
+	report := fs.String("report", "", "before reporting done, write a Markdown report of the candidates and the saving to this file (a scenario's report:, such as /workspace/report.md)")
 	return runMain(ctx, fs, args, stderr, func(ctx context.Context, c *agent.Client) error {
-		o := &optimizer{c: c, naive: *naive, blind: *blind, leave: *leave, overclaim: *overclaim, pause: *pause, out: stdout}
+		o := &optimizer{c: c, naive: *naive, blind: *blind, leave: *leave, overclaim: *overclaim, careless: *careless, pause: *pause, report: *report, out: stdout}
 		return o.run(ctx)
 	})
 }
@@ -88,9 +97,12 @@ type optimizer struct {
 	leave bool // never roll back a failed candidate
 	// overclaim reports half the cost the world shows
 	overclaim bool
-	pause     time.Duration
-	out       io.Writer
-	st        optimizerState
+	// careless takes a trial that failed transiently for a pass
+	careless bool
+	pause    time.Duration
+	report   string // the Markdown report's path ("": none)
+	out      io.Writer
+	st       optimizerState
 }
 
 func (o *optimizer) run(ctx context.Context) error {
@@ -121,7 +133,7 @@ func (o *optimizer) run(ctx context.Context) error {
 			tenth, no := 0.1, false
 			o.st.Plan = append(o.st.Plan, planned{ID: "worker-sampled", Service: "worker", Change: fleet.Change{Sampling: &tenth, ExemptErrors: &no}})
 		}
-		if err := o.checkpoint(ctx, 1); err != nil {
+		if err := o.checkpoint(ctx, 1, nil); err != nil {
 			return err
 		}
 		step = 1
@@ -141,7 +153,7 @@ func (o *optimizer) run(ctx context.Context) error {
 		}
 		o.st.Next++
 		step++
-		if err := o.checkpoint(ctx, step); err != nil {
+		if err := o.checkpoint(ctx, step, &t); err != nil {
 			return err
 		}
 		verdict := "rolled back"
@@ -168,11 +180,46 @@ func (o *optimizer) run(ctx context.Context) error {
 	}
 	claims := map[string]any{"cost_before": o.st.StartCost, "cost_after": after, "kept": kept, "rolled_back": rolled, "candidates": o.st.Done}
 	summary := fmt.Sprintf("log cost %.2f -> %.2f $/day; %d candidates kept, %d rolled back", o.st.StartCost, after, kept, rolled)
+	if o.report != "" {
+		// The file and the claims sent with done come from the same figures,
+		// so the world judges the one the file shows.
+		if err := os.WriteFile(o.report, []byte(reportText(summary, o.st.StartCost, after, o.st.Done)), 0o644); err != nil {
+			return fmt.Errorf("write the report: %w", err)
+		}
+	}
 	if err := o.c.Done(ctx, protocol.OutcomeSuccess, summary, claims); err != nil {
 		return fmt.Errorf("done: %w", err)
 	}
 	fmt.Fprintln(o.out, summary)
 	return nil
+}
+
+// reportText is the optimizer's final report in Markdown: the saving, and
+// every candidate tried with its trial, its outcome and its service's cost
+// per day before and after.
+func reportText(summary string, before, after float64, done []tried) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# Fleet logging: %s\n\n", summary)
+	saving := before - after
+	share := 0.0
+	if before > 0 {
+		share = 100 * saving / before
+	}
+	fmt.Fprintf(&b, "The saving: %.2f $/day (%.1f%%), from %.2f to %.2f $/day.\n\n", saving, share, before, after)
+	b.WriteString("| candidate | service | change | trial | outcome | cost before ($/day) | cost after ($/day) | reason |\n")
+	b.WriteString("| --- | --- | --- | --- | --- | --- | --- | --- |\n")
+	for _, t := range done {
+		change, _ := json.Marshal(t.Change)
+		trial, outcome := "failed", "rolled back"
+		if t.Passed {
+			trial = "passed"
+		}
+		if t.Kept {
+			outcome = "kept"
+		}
+		fmt.Fprintf(&b, "| %s | %s | `%s` | %s | %s | %.2f | %.2f | %s |\n", t.ID, t.Service, change, trial, outcome, t.CostBefore, t.CostAfter, t.Reason)
+	}
+	return b.String()
 }
 
 var proposeTool = tool("propose_candidate",
@@ -236,6 +283,12 @@ func (o *optimizer) candidate(ctx context.Context, p planned) (tried, error) {
 	if err != nil {
 		return t, err
 	}
+	if trial == nil {
+		// The careless variant's slip: the trial never ran, and it goes
+		// on as if it had passed and the candidate were applied.
+		t.Passed, t.Kept, t.Reason = true, true, "its trial failed transiently; recorded as good"
+		return t, nil
+	}
 	var r struct {
 		Passed     bool          `json:"passed"`
 		Reason     string        `json:"reason"`
@@ -295,6 +348,10 @@ func (o *optimizer) act(ctx context.Context, kind string, args any) (json.RawMes
 		if res.Status == protocol.StatusDone {
 			return res.Result, nil
 		}
+		if o.careless && kind == fleet.KindTryCandidate && res.Error != nil && res.Error.Transient {
+			_ = o.c.Event(ctx, "progress", fmt.Sprintf("%s failed (%s); carrying on as if it passed", kind, res.Error.Code), nil)
+			return nil, nil
+		}
 		if res.Error == nil || !res.Error.Transient || retries >= 12 {
 			return nil, fmt.Errorf("%s: %s: %s", kind, res.Status, errText(res.Error))
 		}
@@ -313,6 +370,24 @@ func errText(e *protocol.EffectError) string {
 	return e.Message + " (" + e.Code + ")"
 }
 
-func (o *optimizer) checkpoint(ctx context.Context, step int) error {
-	return checkpointAt(ctx, o.c, o.naive, step, o.st)
+// checkpoint writes the optimizer's state as the checkpoint of step,
+// claiming what became of t, the candidate the step was about (nil: none),
+// as the fleet judges it (fleet.ClaimCandidate): applied if it kept it,
+// tried if it left it on staging, else rolled back.
+func (o *optimizer) checkpoint(ctx context.Context, step int, t *tried) error {
+	if o.naive || t == nil {
+		return checkpointAt(ctx, o.c, o.naive, step, o.st)
+	}
+	status := fleet.StatusRolledBack
+	switch {
+	case t.Kept:
+		status = fleet.StatusApplied
+	case o.leave:
+		status = fleet.StatusTried
+	}
+	claims := map[string]any{fleet.ClaimCandidate: map[string]string{"id": t.ID, "status": status}}
+	if _, err := o.c.CheckpointClaims(ctx, step, o.st, claims); err != nil {
+		return fmt.Errorf("checkpoint step %d: %w", step, err)
+	}
+	return nil
 }

@@ -2,8 +2,10 @@
 // (`overnight run deploy`). Each is an ordinary scenario file embedded in
 // the binary; their agents are the example agents of scenarios/agents.
 // Built-in scenarios declare no faults of their own — faults come from
-// --fault or --chaos — but one: deploy-v2, whose API change at step 3 is
-// what the scenario is about (--fault still replaces it).
+// --fault or --chaos — but those whose faults are what the scenario is
+// about: deploy-v2 (its API change at step 3), poison and logopt-rollback
+// (a transient failure taken for success, then a kill); --fault still
+// replaces them.
 package builtin
 
 import (

@@ -72,3 +72,61 @@ func (w *World) CheckReport(ctx context.Context, task, claims json.RawMessage) (
 	}
 	return world.Check{OK: true, Detail: strings.Join(right, ", ")}, nil
 }
+
+// ClaimCandidate is the claim the fleet judges about a candidate
+// (world.ClaimChecker), as an agent checkpoints what became of it:
+//
+//	{"candidate": {"id": "api-warn", "status": "applied"}}
+//
+// It holds when the world has the candidate in that status (proposed,
+// tried, applied or rolled_back).
+const ClaimCandidate = "candidate"
+
+var _ world.ClaimChecker = (*World)(nil)
+
+// CheckClaim implements world.ClaimChecker for ClaimCandidate; any other
+// claim is world.ClaimUnknown.
+func (w *World) CheckClaim(ctx context.Context, c world.Claim) (world.ClaimResult, error) {
+	res := world.ClaimResult{Claim: c, Verdict: world.ClaimUnknown}
+	if c.Name != ClaimCandidate {
+		res.Detail = fmt.Sprintf("the fleet world judges only %q claims", ClaimCandidate)
+		return res, nil
+	}
+	var a struct {
+		ID     string `json:"id"`
+		Status string `json:"status"`
+	}
+	if err := json.Unmarshal(c.Value, &a); err != nil || a.ID == "" || !knownStatus(a.Status) {
+		res.Detail = fmt.Sprintf(`claim %s: want {"id": CANDIDATE, "status": %s|%s|%s|%s}`, c.Name, StatusProposed, StatusTried, StatusApplied, StatusRolledBack)
+		return res, nil
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	cand := w.candidates[a.ID]
+	switch {
+	case cand == nil:
+		res.Verdict, res.Detail = world.ClaimContradicted, fmt.Sprintf("the fleet has no candidate %q", a.ID)
+	case cand.Status != a.Status:
+		res.Verdict, res.Detail = world.ClaimContradicted, fmt.Sprintf("candidate %s is %s, not %s", a.ID, statusText(cand), a.Status)
+	default:
+		res.Verdict, res.Detail = world.ClaimHolds, fmt.Sprintf("candidate %s is %s", a.ID, a.Status)
+	}
+	return res, nil
+}
+
+func knownStatus(s string) bool {
+	return s == StatusProposed || s == StatusTried || s == StatusApplied || s == StatusRolledBack
+}
+
+// statusText is a candidate's status with its last trial, if any.
+func statusText(c *Candidate) string {
+	switch {
+	case c.Trials == 0:
+		return c.Status + " (never tried)"
+	case c.Passed:
+		return fmt.Sprintf("%s (its last trial passed)", c.Status)
+	case c.Reason != "":
+		return fmt.Sprintf("%s (its last trial failed: %s)", c.Status, c.Reason)
+	}
+	return c.Status + " (its last trial failed)"
+}

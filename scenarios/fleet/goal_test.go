@@ -111,4 +111,27 @@ var _ = Describe("the fleet's judgement of an agent's claims", func() {
 		_, judged = judge(``)
 		Expect(judged).To(BeFalse(), "no claims: nothing to judge")
 	})
+
+	It("judges an agent's claim about a candidate (world.ClaimChecker): a trial that failed is no applied candidate", func() {
+		claim := func(value string) world.ClaimResult {
+			r, err := world.CheckClaim(context.Background(), w, world.Claim{Name: fleet.ClaimCandidate, Value: json.RawMessage(value)})
+			ExpectWithOffset(1, err).NotTo(HaveOccurred())
+			return r
+		}
+		result(do(w, "p", fleet.KindProposeCandidate, `{"id":"api-warn","service":"api","change":{"level":"warn"}}`))
+		result(do(w, "t", fleet.KindTryCandidate, `{"id":"api-warn"}`))
+		Expect(claim(`{"id":"api-warn","status":"applied"}`).Detail).To(Equal("candidate api-warn is tried (its last trial passed), not applied"))
+		result(do(w, "a", fleet.KindApplyCandidate, `{"id":"api-warn"}`))
+		Expect(claim(`{"id":"api-warn","status":"applied"}`)).To(HaveField("Verdict", world.ClaimHolds))
+		result(do(w, "k1", fleet.KindProposeCandidate, `{"id":"api-text","service":"api","change":{"format":"text"}}`))
+		result(do(w, "k2", fleet.KindTryCandidate, `{"id":"api-text"}`))
+		r := claim(`{"id":"api-text","status":"applied"}`)
+		Expect(r.Verdict).To(Equal(world.ClaimContradicted))
+		Expect(r.Detail).To(Equal("candidate api-text is tried (its last trial failed: api's log shipper parses only json or ecs: its text logs would be dropped), not applied"))
+		Expect(claim(`{"id":"api-none","status":"applied"}`).Detail).To(Equal(`the fleet has no candidate "api-none"`))
+		Expect(claim(`{"id":"api-text","status":"good"}`).Verdict).To(Equal(world.ClaimUnknown))
+		other, err := world.CheckClaim(context.Background(), w, world.Claim{Name: "exists", Value: json.RawMessage(`{}`)})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(other.Verdict).To(Equal(world.ClaimUnknown))
+	})
 })
