@@ -210,6 +210,31 @@ faults: [mcp-error@effect:1]
 		Expect(err.Error()).To(ContainSubstring(`faults[1]: mcp-crash names MCP server "search", which this scenario does not declare (its servers: counters)`))
 		Expect(CheckScenario(countersScenario("/bin/true", "agent", "faults: [mcp-crash:counters__add@effect:1]\n"), CheckOptions{Faults: chaos.Default()})).To(Succeed())
 	})
+
+	It("are drawn by --chaos random only for a scenario with mcp:", func() {
+		reg := chaos.Default()
+		scen, err := scenarios.Parse("nomcp.yaml", []byte(`apiVersion: overnight/v1
+kind: Scenario
+name: nomcp
+world: cloud
+agent: {builtin: deployer}
+reach: {effects: 4, kinds: [kill, mcp-error]}
+`))
+		Expect(err).NotTo(HaveOccurred())
+		err = CheckScenario(scen, CheckOptions{Faults: reg})
+		Expect(err).To(MatchError(ContainSubstring("nomcp.yaml:6:")))
+		Expect(err).To(MatchError(ContainSubstring("reach.kinds[1]: mcp-error is not drawn at random for this run: it acts on the scenario's MCP servers, and the scenario has no mcp: block")))
+
+		h := &Harness{opts: Options{Faults: reg}}
+		reach, err := h.randomReach(countersScenario("/bin/true", "agent", "reach: {effects: 4, kinds: [mcp-error, mcp-slow]}\n"), nil)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(reach.MCP).To(BeTrue())
+		drawn, err := chaos.RandomSchedule(chaos.NewStreams(1).For("random-chaos"), reg, reach, 2)
+		Expect(err).NotTo(HaveOccurred())
+		for _, s := range drawn {
+			Expect(s.Kind).To(HavePrefix("mcp-"))
+		}
+	})
 })
 
 var _ = Describe("MCP tool changes the gateway makes, against a real MCP server process", func() {
