@@ -134,6 +134,24 @@ var _ = Describe("overnight run logopt: the optimizer on the fleet world", func(
 		Expect(s.stdout).To(ContainSubstring(`"invariant": "no-duplicate-effects"`))
 	}, SpecTimeout(4*time.Minute))
 
+	It("fires dep-update at a fleet served over the world protocol (capability events), and refuses it at a served world without the event", func(ctx SpecContext) {
+		ws := startWorldNamed(ctx, "fleet", nil, "--addr", "127.0.0.1:0")
+		o := overnight(ctx, stateDir(), nil, "run", "logopt", "--world", ws.url, "--fault", "dep-update@effect:3", "-o", "json", "-q")
+		Expect(o.code).To(Equal(0), o.stderr)
+		res := decodeResult(o.stdout)
+		Expect(res.Verdict).To(Equal("pass"), o.stdout)
+		Expect(res.Faults[0].Kind).To(Equal("dep-update"))
+		Expect(res.Faults[0].Applied).To(BeTrue())
+		Expect(res.StepsCompleted).To(Equal(17), "the candidate the served world's update made stale was proposed again, once")
+		Expect(invariant(res, "goal-reached").Detail).To(ContainSubstring("candidates: 11 applied, 5 rolled back"))
+
+		cloud := startWorld(ctx, nil, "--addr", "127.0.0.1:0")
+		o = overnight(ctx, stateDir(), nil, "run", "deploy", "--world", cloud.url, "--fault", "dep-update@t:1h", "-o", "json")
+		Expect(o.code).To(Equal(3), o.stderr)
+		Expect(o.stdout).To(ContainSubstring(`"code": "fault_invalid"`))
+		Expect(o.stdout).To(ContainSubstring("fires the world event world.dep_update, and world \\\"cloud\\\" at " + cloud.url + " does not undergo it (its describe declares no events capability)"))
+	}, SpecTimeout(3*time.Minute))
+
 	It("refuses dep-update on a world without the event (exit 3, fault_invalid)", func(ctx SpecContext) {
 		o := overnight(ctx, stateDir(), nil, "run", "deploy", "--fault", "dep-update@t:1h")
 		Expect(o.code).To(Equal(3))
