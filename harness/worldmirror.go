@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -22,6 +23,7 @@ type mirrored struct {
 var (
 	_ world.World     = (*mirrored)(nil)
 	_ world.Versioned = (*mirrored)(nil)
+	_ world.Eventful  = (*mirrored)(nil)
 	_ world.Sequenced = (*mirrored)(nil)
 )
 
@@ -165,4 +167,30 @@ func (m *mirrored) SetAPIVersion(ctx context.Context, version string, now time.T
 		return "", fmt.Errorf("journal the API version change of %s: %w", c.Name(), err)
 	}
 	return prev, nil
+}
+
+// Events implements world.Eventful: the world events the world describes
+// (capability events).
+func (m *mirrored) Events() []world.EventInfo { return m.link.current().Events() }
+
+// FireEvent makes the world undergo ev (event) and journals it as the world
+// event the world records.
+func (m *mirrored) FireEvent(ctx context.Context, ev world.Event) (world.Outcome, error) {
+	c, err := m.link.client(ctx)
+	if err != nil {
+		return world.Outcome{}, err
+	}
+	out, err := c.FireEvent(ctx, ev)
+	if err != nil {
+		return world.Outcome{}, err
+	}
+	args := ev.Args
+	var compact bytes.Buffer
+	if json.Compact(&compact, args) == nil {
+		args = compact.Bytes()
+	}
+	if err := m.journal.Record(ctx, world.LedgerEntry{Kind: ev.Kind, Args: args, Outcome: out, At: ev.Now.UTC()}); err != nil {
+		return world.Outcome{}, fmt.Errorf("journal the world event %s of %s: %w", ev.Kind, c.Name(), err)
+	}
+	return out, nil
 }

@@ -154,7 +154,8 @@ func (h *Harness) worldBase(ctx context.Context, runID string, w scenarios.World
 // reachWorld checks, before anything runs, that a world over the protocol
 // answers and is the one the scenario asks for: its name (when the
 // scenario names one), a goal when the scenario checks goal-reached, and
-// every API version an api-version fault moves it to.
+// every API version an api-version fault moves it to, and every world
+// event a fault fires (a dep-update's).
 func (h *Harness) reachWorld(ctx context.Context, runID string, scen *scenarios.Scenario, specs []chaos.Spec) error {
 	w := scen.World
 	base, err := h.worldBase(ctx, runID, w)
@@ -186,6 +187,10 @@ func (h *Harness) reachWorld(ctx context.Context, runID string, scen *scenarios.
 		versions = append(versions, v.Name)
 	}
 	for _, s := range specs {
+		if k, ok := h.opts.Faults.Lookup(s.Kind); ok && k.WorldEvent != "" && !world.HasEvent(c.Events(), k.WorldEvent) {
+			return fmt.Errorf("%w: fault %s fires the world event %s, and world %q at %s does not undergo it (its describe declares %s)",
+				chaos.ErrUnsupported, s, k.WorldEvent, d.Name, w.Label(), describedEvents(c.Events()))
+		}
 		if s.Kind != "api-version" {
 			continue
 		}
@@ -197,6 +202,19 @@ func (h *Harness) reachWorld(ctx context.Context, runID string, scen *scenarios.
 		}
 	}
 	return nil
+}
+
+// describedEvents is the world events a world over the protocol
+// describes, for an error.
+func describedEvents(events []world.EventInfo) string {
+	if len(events) == 0 {
+		return "no events capability"
+	}
+	names := make([]string, len(events))
+	for i, e := range events {
+		names[i] = e.Name
+	}
+	return "the events " + strings.Join(names, ", ")
 }
 
 // optionText is how a world's option k reads in an error.

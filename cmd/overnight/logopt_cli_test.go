@@ -25,6 +25,19 @@ func invariant(res harness.Result, name string) harness.InvariantResult {
 	return harness.InvariantResult{}
 }
 
+// passedStale checks a logopt run that passed through dep-update@effect:3,
+// which made the first candidate stale between its proposal and its trial.
+func passedStale(o outcome) {
+	GinkgoHelper()
+	Expect(o.code).To(Equal(0), o.stderr)
+	res := decodeResult(o.stdout)
+	Expect(res.Verdict).To(Equal("pass"), o.stdout)
+	Expect(res.Faults[0].Kind).To(Equal("dep-update"))
+	Expect(res.Faults[0].Applied).To(BeTrue())
+	Expect(res.StepsCompleted).To(Equal(17), "the stale candidate was proposed again, once")
+	Expect(invariant(res, "goal-reached").Detail).To(ContainSubstring("candidates: 11 applied, 5 rolled back"))
+}
+
 var _ = Describe("overnight run logopt: the optimizer on the fleet world", func() {
 	It("cuts the fleet's log cost through a kill and an outage drawn from the seed, and passes", func(ctx SpecContext) {
 		state := stateDir()
@@ -109,14 +122,7 @@ var _ = Describe("overnight run logopt: the optimizer on the fleet world", func(
 		// its proposal and its trial, so the trial fails stale.
 		o := overnight(ctx, state, nil, "run", "logopt", "--fault", "dep-update@effect:3", "--fault", "harness-crash@effect:5", "-o", "json", "-q")
 		Expect(o.code).To(Equal(137), o.stderr)
-		r := overnight(ctx, state, nil, "resume", runIDOf(o.stderr), "-o", "json", "-q")
-		Expect(r.code).To(Equal(0), r.stderr)
-		res := decodeResult(r.stdout)
-		Expect(res.Verdict).To(Equal("pass"), r.stdout)
-		Expect(res.Faults[0].Kind).To(Equal("dep-update"))
-		Expect(res.Faults[0].Applied).To(BeTrue())
-		Expect(res.StepsCompleted).To(Equal(17), "the stale candidate was proposed again, once")
-		Expect(invariant(res, "goal-reached").Detail).To(ContainSubstring("candidates: 11 applied, 5 rolled back"))
+		passedStale(overnight(ctx, state, nil, "resume", runIDOf(o.stderr), "-o", "json", "-q"))
 	}, SpecTimeout(3*time.Minute))
 
 	It("gives the same history digest for the same seed, and the shrinker takes the naive optimizer's failure down to its kill", func(ctx SpecContext) {
@@ -133,6 +139,17 @@ var _ = Describe("overnight run logopt: the optimizer on the fleet world", func(
 		Expect(s.stdout).To(MatchRegexp(`"faults": \[\s*"kill@t:[0-9hm]+"\s*\]`))
 		Expect(s.stdout).To(ContainSubstring(`"invariant": "no-duplicate-effects"`))
 	}, SpecTimeout(4*time.Minute))
+
+	It("fires dep-update at a fleet served over the world protocol (capability events), and refuses it at a served world without the event", func(ctx SpecContext) {
+		ws := startWorldNamed(ctx, "fleet", nil, "--addr", "127.0.0.1:0")
+		passedStale(overnight(ctx, stateDir(), nil, "run", "logopt", "--world", ws.url, "--fault", "dep-update@effect:3", "-o", "json", "-q"))
+
+		cloud := startWorld(ctx, nil, "--addr", "127.0.0.1:0")
+		o := overnight(ctx, stateDir(), nil, "run", "deploy", "--world", cloud.url, "--fault", "dep-update@t:1h", "-o", "json")
+		Expect(o.code).To(Equal(3), o.stderr)
+		Expect(o.stdout).To(ContainSubstring(`"code": "fault_invalid"`))
+		Expect(o.stdout).To(ContainSubstring("fires the world event world.dep_update, and world \\\"cloud\\\" at " + cloud.url + " does not undergo it (its describe declares no events capability)"))
+	}, SpecTimeout(3*time.Minute))
 
 	It("refuses dep-update on a world without the event (exit 3, fault_invalid)", func(ctx SpecContext) {
 		o := overnight(ctx, stateDir(), nil, "run", "deploy", "--fault", "dep-update@t:1h")

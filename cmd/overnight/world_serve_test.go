@@ -37,7 +37,13 @@ type worldServer struct {
 // SIGKILL), unless the spec has ended it.
 func startWorld(ctx context.Context, env []string, args ...string) *worldServer {
 	GinkgoHelper()
-	cmd := exec.Command(bin, append([]string{"world", "serve", "cloud"}, args...)...)
+	return startWorldNamed(ctx, "cloud", env, args...)
+}
+
+// startWorldNamed is startWorld for the built-in world name.
+func startWorldNamed(ctx context.Context, name string, env []string, args ...string) *worldServer {
+	GinkgoHelper()
+	cmd := exec.Command(bin, append([]string{"world", "serve", name}, args...)...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	stdout, err := cmd.StdoutPipe()
@@ -70,7 +76,7 @@ func startWorld(ctx context.Context, env []string, args ...string) *worldServer 
 	case <-ctx.Done():
 		Fail("the spec ended before world serve printed its line")
 	}
-	rest, ok := strings.CutPrefix(ws.line, "serving world cloud on ")
+	rest, ok := strings.CutPrefix(ws.line, "serving world "+name+" on ")
 	Expect(ok).To(BeTrue(), "its line: %q; stderr: %s", ws.line, ws.stderr.String())
 	ws.url, _, _ = strings.Cut(rest, ",")
 	return ws

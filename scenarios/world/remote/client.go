@@ -471,6 +471,44 @@ func (cl *Client) SetAPIVersion(ctx context.Context, version string, now time.Ti
 	return resp.Previous, nil
 }
 
+var _ world.Eventful = (*Client)(nil)
+
+// Events implements world.Eventful: the world events the world described
+// (none without the events capability).
+func (cl *Client) Events() []world.EventInfo {
+	if !cl.conn.desc.Capabilities.Events {
+		return nil
+	}
+	return cl.conn.desc.Events
+}
+
+// FireEvent implements world.Eventful: event. An event the world did not
+// describe is refused without sending anything; its error, like the
+// world's unknown_event, wraps world.ErrUnknownEvent.
+func (cl *Client) FireEvent(ctx context.Context, ev world.Event) (world.Outcome, error) {
+	call := cl.call("event " + ev.Kind)
+	if !world.HasEvent(cl.Events(), ev.Kind) {
+		return world.Outcome{}, &RefusedError{World: cl.conn.label, Call: call, Code: CodeUnknownEvent,
+			Message:  fmt.Sprintf("%s does not describe the world event %s (nothing was sent)", cl.conn.desc.Name, ev.Kind),
+			sentinel: world.ErrUnknownEvent}
+	}
+	sentinel := func(code string) error {
+		if code == CodeUnknownEvent {
+			return world.ErrUnknownEvent
+		}
+		return nil
+	}
+	args := ev.Args
+	if len(args) == 0 {
+		args = json.RawMessage("{}")
+	}
+	var resp EventResponse
+	if _, err := cl.do(ctx, PathEvent, call, EventRequest{Instance: cl.instance, Kind: ev.Kind, Args: args, Now: ev.Now.UTC()}, &resp, sentinel); err != nil {
+		return world.Outcome{}, err
+	}
+	return resp.Outcome, nil
+}
+
 // CreateInstance makes the world's instance name, empty, or restored from
 // ledger by applying its requests and events in order (see
 // CreateInstanceRequest): a shadow of the world at a point of its ledger.

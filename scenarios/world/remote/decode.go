@@ -117,6 +117,24 @@ func decodeSetVersion(body []byte) (SetVersionRequest, error) {
 	return r, nil
 }
 
+// decodeEvent decodes and checks an event body.
+func decodeEvent(body []byte) (EventRequest, error) {
+	var r EventRequest
+	if err := decodeBody(body, &r); err != nil {
+		return r, err
+	}
+	switch {
+	case !strings.HasPrefix(r.Kind, "world."):
+		return r, fmt.Errorf(`field "kind": a world event's kind begins with "world.", got %q`, r.Kind)
+	case r.Kind == world.EventAPIVersion:
+		return r, fmt.Errorf(`field "kind": %s is set_version's`, r.Kind)
+	}
+	if len(r.Args) == 0 {
+		r.Args = json.RawMessage("{}")
+	}
+	return r, nil
+}
+
 // maxInstanceName bounds an instance's name.
 const maxInstanceName = 200
 

@@ -98,6 +98,7 @@ func NewServer(ctx context.Context, def world.Definition, store world.Store, opt
 		PathGoal:           {"goal", false, s.goal},
 		PathDuplicates:     {"duplicates", false, s.duplicates},
 		PathSetVersion:     {"set_version", false, s.setVersion},
+		PathEvent:          {"event", false, s.event},
 		PathCreateInstance: {"create_instance", false, s.createInstance},
 		PathDropInstance:   {"drop_instance", false, s.dropInstance},
 	}
@@ -120,6 +121,9 @@ func describe(def world.Definition, m world.Model, options map[string]any) Descr
 	_, d.Capabilities.Goal = m.(world.GoalJudge)
 	_, d.Capabilities.Duplicates = m.(world.DuplicateFinder)
 	_, d.Capabilities.Versions = m.(world.VersionedModel)
+	if em, ok := m.(world.EventModel); ok && len(em.Events()) > 0 {
+		d.Capabilities.Events, d.Events = true, em.Events()
+	}
 	d.Capabilities.Instances = true
 	return d
 }
@@ -363,6 +367,33 @@ func (s *Server) setVersion(ctx context.Context, body []byte) (any, *httpError) 
 		return nil, internal("%s: %v", req.Version, err)
 	}
 	return SetVersionResponse{Previous: prev, Version: req.Version}, nil
+}
+
+func (s *Server) event(ctx context.Context, body []byte) (any, *httpError) {
+	req, err := decodeEvent(body)
+	if err != nil {
+		return nil, badRequest(err)
+	}
+	in, herr := s.instance(req.Instance)
+	if herr != nil {
+		return nil, herr
+	}
+	ew, ok := in.world.(world.Eventful)
+	if !ok || len(ew.Events()) == 0 {
+		return nil, refuse(http.StatusNotImplemented, CodeUnsupported, "world %s undergoes no world events", s.def.Name)
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	out, err := ew.FireEvent(ctx, world.Event{Kind: req.Kind, Args: req.Args, Now: req.Now})
+	switch {
+	case errors.Is(err, world.ErrUnknownEvent):
+		return nil, refuse(http.StatusBadRequest, CodeUnknownEvent, "%v", err)
+	case err != nil:
+		// The model says it cannot happen (arguments that name nothing,
+		// nothing left to happen): the caller's to fix, nothing recorded.
+		return nil, refuse(http.StatusBadRequest, CodeBadRequest, "%v", err)
+	}
+	return EventResponse{Outcome: out}, nil
 }
 
 func (s *Server) createInstance(ctx context.Context, body []byte) (any, *httpError) {

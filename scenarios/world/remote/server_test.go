@@ -74,7 +74,7 @@ var _ = Describe("the server", func() {
 			Expect(e.Message).To(ContainSubstring(want))
 		},
 		Entry("an unknown path lists the calls", http.MethodPost, "/v1/reset", `{}`, 404, remote.CodeNotFound,
-			"no call POST /v1/reset; the calls are POST /v1/apply, /v1/create_instance, /v1/describe, /v1/drop_instance, /v1/duplicates, /v1/goal, /v1/ledger, /v1/lookup, /v1/set_version, /v1/state (describe also GET)"),
+			"no call POST /v1/reset; the calls are POST /v1/apply, /v1/create_instance, /v1/describe, /v1/drop_instance, /v1/duplicates, /v1/event, /v1/goal, /v1/ledger, /v1/lookup, /v1/set_version, /v1/state (describe also GET)"),
 		Entry("a GET of a call", http.MethodGet, remote.PathLedger, "", 405, remote.CodeMethodNotAllowed, "GET /v1/ledger: want POST"),
 		Entry("an unknown field", http.MethodPost, remote.PathApply, `{"key":"k","kind":"cloud.list","args":{},"idempotency_key":"x"}`, 400, remote.CodeBadRequest,
 			`apply: field "idempotency_key": unknown`),
@@ -92,6 +92,7 @@ var _ = Describe("the server", func() {
 		Entry("two objects", http.MethodPost, remote.PathState, `{}{}`, 400, remote.CodeBadRequest, "state: body: more after the JSON object"),
 		Entry("a cut object", http.MethodPost, remote.PathState, `{"instance":`, 400, remote.CodeBadRequest, "state: body: the JSON object is cut short"),
 		Entry("an unknown instance", http.MethodPost, remote.PathLookup, `{"instance":"ghost","key":"k"}`, 404, remote.CodeUnknownInstance, `lookup: no instance "ghost"`),
+		Entry("an event on a world that undergoes none", http.MethodPost, remote.PathEvent, `{"kind":"world.dep_update"}`, 501, remote.CodeUnsupported, "world cloud undergoes no world events"),
 		Entry("set_version to an unknown version", http.MethodPost, remote.PathSetVersion, `{"version":"v9"}`, 400, remote.CodeUnknownVersion, "set_version: "),
 		Entry("a ledger entry without a kind", http.MethodPost, remote.PathCreateInstance, `{"instance":"s","ledger":[{"seq":1,"key":"k","outcome":{"status":"done"}}]}`, 400, remote.CodeBadRequest,
 			`create_instance: field "ledger[0].kind": required`),

@@ -34,6 +34,7 @@ const (
 	PathGoal           = "/v1/goal"
 	PathDuplicates     = "/v1/duplicates"
 	PathSetVersion     = "/v1/set_version"
+	PathEvent          = "/v1/event"
 	PathCreateInstance = "/v1/create_instance"
 	PathDropInstance   = "/v1/drop_instance"
 )
@@ -45,6 +46,7 @@ const (
 	CodeInstanceExists   = "instance_exists"    // 409: create_instance of a name in use
 	CodeUnsupported      = "unsupported"        // 501: a capability the world does not declare
 	CodeUnknownVersion   = "unknown_version"    // 400: set_version to a version not declared
+	CodeUnknownEvent     = "unknown_event"      // 400: event of a kind the world does not declare
 	CodeReplayDiffers    = "replay_differs"     // 409: a restored ledger answered otherwise than recorded
 	CodeInternal         = "internal"           // 500
 	CodeNotFound         = "not_found"          // 404: no such call (the message lists the calls)
@@ -94,6 +96,10 @@ type Description struct {
 	// world offers is best; an example may name what an earlier one made
 	// (e.g. the id "net-1" the first example's network gets).
 	Examples []world.Call `json:"examples,omitempty"`
+	// Events are the world events besides API version changes the world
+	// undergoes (capability events): each fired by event, recorded in the
+	// instance's ledger like set_version's.
+	Events []world.EventInfo `json:"events,omitempty"`
 }
 
 // Version is one API version and the effect kinds it offers.
@@ -108,6 +114,7 @@ type Capabilities struct {
 	Duplicates bool `json:"duplicates"` // duplicates: names resources created twice
 	Versions   bool `json:"versions"`   // set_version
 	Instances  bool `json:"instances"`  // create_instance, drop_instance
+	Events     bool `json:"events"`     // event (added after the first draft)
 }
 
 // ApplyRequest is apply's body: one effect request.
@@ -187,6 +194,23 @@ type SetVersionRequest struct {
 type SetVersionResponse struct {
 	Previous string `json:"previous"`
 	Version  string `json:"version"`
+}
+
+// EventRequest is event's body: a world event the instance undergoes (a
+// dependency update, say), one of the description's events. It is
+// recorded in the instance's ledger as a world event (key "", its kind)
+// with the change it makes.
+type EventRequest struct {
+	Instance string          `json:"instance"`
+	Kind     string          `json:"kind"`
+	Args     json.RawMessage `json:"args"`
+	Now      time.Time       `json:"now"`
+}
+
+// EventResponse is event's answer: the event's outcome, durable in the
+// instance's ledger before it answers.
+type EventResponse struct {
+	Outcome world.Outcome `json:"outcome"`
 }
 
 // CreateInstanceRequest is create_instance's body: a new isolated
