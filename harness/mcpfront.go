@@ -125,6 +125,10 @@ func (r *run) derivedMCPKey(c gateway.Caller, tool string, args json.RawMessage)
 // mcp-cp<seq>/<ordinal>/<tool>/<args digest>.
 const derivedKeyPrefix = "mcp-cp"
 
+// DerivedMCPKey says whether an MCP call's key has the shape of the keys
+// the harness derives (keys: derived), for reports.
+func DerivedMCPKey(key string) bool { return strings.HasPrefix(key, derivedKeyPrefix) }
+
 // mcpAnswer is the MCP answer to an effect's result.
 func mcpAnswer(tool string, res protocol.EffectResult) (*mcp.CallToolResult, error) {
 	var raw json.RawMessage
