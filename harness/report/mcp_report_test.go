@@ -60,6 +60,21 @@ var _ = Describe("a run's reports of MCP tool calls", func() {
 		Expect(page).NotTo(ContainSubstring("cloud__deploy_service"), "an effect of another world is no tools/call")
 	})
 
+	It("count them in the result, its text and its JSON", func() {
+		res := &history.Result{RunID: "20261203-100000-mcp001", Scenario: "mcp-tickets", Seed: 1, Verdict: "pass", Reason: "all 1 invariants hold", Outcome: "success",
+			Attempts: 2, StepsCompleted: 3, Effects: history.EffectCounts{Executed: 4, Deduplicated: 1, Unkeyed: 1},
+			MCP: &history.MCPCounts{Calls: 4, AgentKeyed: 2, Derived: 1, Unkeyed: 1, Replayed: 1,
+				Servers: []history.MCPServerCalls{{Server: "notes", Tools: []string{"add_note"}}, {Server: "tickets", Tools: []string{"create_ticket", "list_tickets"}}}},
+			HistoryDigest: "c0ffee"}
+		var text, js bytes.Buffer
+		Expect(res.WriteText(&text)).To(Succeed())
+		Expect(report.RunJSON(&js, &history.Full{Run: &history.Run{Record: history.RunRecord{ID: res.RunID, Result: res}}})).To(Succeed())
+		golden("run-mcp.txt", text.Bytes())
+		golden("run-mcp.json", js.Bytes())
+		Expect(text.String()).To(ContainSubstring("MCP: 4 calls to notes (add_note), tickets (create_ticket, list_tickets): 2 keyed by the agent, 1 derived, 1 unkeyed, 1 replayed\n"))
+		Expect(js.String()).To(ContainSubstring(`"mcp": {`))
+	})
+
 	It("have no MCP section for a run that made no tools/call", func() {
 		var html, md bytes.Buffer
 		Expect(report.RunHTML(&html, runFixture(), report.RunOptions{})).To(Succeed())
