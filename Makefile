@@ -11,13 +11,19 @@ DEMO_STATE ?= .overnight-demo
 # The Debian+Python image of the Python agent's tests (make python-image).
 PYTHON_IMAGE ?= overnight-test/debian-python:bookworm
 
-.PHONY: help build test bench lint fuzz demo clean python-image etcd
+.PHONY: help build test bench lint fuzz demo clean python-image etcd mcp-example
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-7s %s\n", $$1, $$2}'
 
 build: ## build the static overnight binary into bin/
 	$(GO) build -trimpath -o $(BIN) ./cmd/overnight
+
+# The MCP example's agent (the official Go SDK's client) and its Go MCP
+# server, static, where examples/mcp/scenario.yaml names them.
+mcp-example: ## build the MCP example's agent and notes server into examples/mcp/bin/
+	$(GO) build -trimpath -o examples/mcp/bin/mcp-agent ./examples/mcp/agent
+	$(GO) build -trimpath -o examples/mcp/bin/notes ./examples/mcp/notes
 
 test: python-image etcd ## run every test (needs a running Docker engine; .ci/run starts one)
 	$(GO) test -count=1 -timeout 45m ./...
@@ -82,7 +88,7 @@ fuzz: ## fuzz the parsers, the scenario expressions, the gateway protocol, its M
 	$(GO) test -run '^$$' -fuzz '^FuzzParseRequest$$' -fuzztime 30s ./harness/llm
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeRequest$$' -fuzztime 30s ./scenarios/world/remote
 
-demo: build ## deploy with the agent SIGKILLed after step 3, the naive agent caught, a week in seconds, a week optimising a fleet's logging, then a failure reflected on and fixed
+demo: build mcp-example ## deploy with the agent SIGKILLed after step 3, the naive agent caught, a week in seconds, a week optimising a fleet's logging, a failure reflected on and fixed, then an MCP agent killed mid-run
 	@echo "== 1. The well-behaved deployer, SIGKILLed once its step-3 checkpoint is durable:"
 	@echo "   $(BIN) run deploy --seed 1 --fault kill@step:3"
 	@./$(BIN) --state $(DEMO_STATE) run deploy --seed 1 --fault kill@step:3
@@ -114,8 +120,15 @@ demo: build ## deploy with the agent SIGKILLed after step 3, the naive agent cau
 	  if [ -z "$$id" ]; then echo "demo: no run id on the first line of the deploy-v2 run's output"; exit 1; fi; \
 	  echo "   The write-up: $(BIN) --state $(DEMO_STATE) reflect $$id"
 	@echo
-	@echo "demo ok: the harness passed the agents that survive, caught the one that does not, and taught one that failed."
+	@echo "== 6. MCP: an agent (the official Go SDK's client) opens tickets with the tools of a Python"
+	@echo "   MCP server (stdio, started by the harness outside the sandbox) through the gateway's"
+	@echo "   MCP endpoint, each call keyed; it is SIGKILLed after the server opened its 2nd ticket."
+	@echo "   Its next attempt repeats that call under the same key and is answered from the journal."
+	@echo "   $(BIN) run examples/mcp/scenario.yaml --seed 1"
+	@./$(BIN) --state $(DEMO_STATE) run examples/mcp/scenario.yaml --seed 1
+	@echo
+	@echo "demo ok: the harness passed the agents that survive, caught the one that does not, taught one that failed, and kept an MCP agent's tool calls exactly once."
 	@echo "See the runs with: $(BIN) --state $(DEMO_STATE) runs"
 
 clean: ## remove bin/ and the demo's state dir (containers: bin/overnight gc)
-	rm -rf bin $(DEMO_STATE)
+	rm -rf bin examples/mcp/bin $(DEMO_STATE)

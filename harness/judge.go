@@ -121,6 +121,7 @@ func (r *run) judge(ctx context.Context, end endState) (*Result, error) {
 		}
 		ev.Effects = append(ev.Effects, invariant.Effect{ID: e.ID, InDoubt: e.InDoubt()})
 	}
+	res.MCP = mcpCounts(effects)
 	for _, c := range checkpoints {
 		ic := invariant.Checkpoint{Attempt: c.Attempt, Step: c.Step, Seq: c.Seq, RollbackOf: c.RollbackOf}
 		if c.Poisoned() {

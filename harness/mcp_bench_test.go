@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -32,7 +35,11 @@ limits: {horizon: 10d}
 // gateway's socket (the SDK's handler, the effect path: intent, the call
 // upstream, the journal of its answer, the result — each durable — and
 // the duplicates check), interleaved in one run, beside the floor of two
-// durable journal appends measured in the same run.
+// durable journal appends measured in the same run. harness-share is each
+// call's time less the server's own (timed in its handler); syncs/op the
+// durable writes per call; runq-wait the time the process's threads spent
+// waiting for a CPU per round (the machine's load, not the harness);
+// extra-hop-ratio the overhead less the two appends, in direct calls.
 //
 //	GOMAXPROCS=1 go test -run '^$' -bench MCPCall -benchtime 1000x ./harness
 func BenchmarkMCPCall(b *testing.B) {
@@ -44,8 +51,16 @@ func BenchmarkMCPCall(b *testing.B) {
 	mcp.AddTool(srv, &mcp.Tool{Name: "add_note"}, func(context.Context, *mcp.CallToolRequest, addArgs) (*mcp.CallToolResult, any, error) {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ok"}}}, nil, nil
 	})
-	upstream := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv },
-		&mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true}))
+	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv },
+		&mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true})
+	// The upstream times each request it serves: its share of a call
+	// through the gateway is the server's, the rest the harness's.
+	var served time.Duration
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		handler.ServeHTTP(w, r)
+		served = time.Since(start)
+	}))
 	defer upstream.Close()
 
 	h, err := Open(ctx, Options{StateDir: benchDir(b)})
@@ -82,14 +97,20 @@ func BenchmarkMCPCall(b *testing.B) {
 		}
 		return time.Since(start)
 	}
-	var viaGateway, viaDirect, floor []time.Duration
+	var viaGateway, viaDirect, floor, harnessShare []time.Duration
+	before := h.j.Stats()
+	rq0 := runDelay()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		viaDirect = append(viaDirect, call(direct, "add_note", "", i))
-		viaGateway = append(viaGateway, call(via, "notes__add_note", fmt.Sprintf("note-%d", i), i))
+		g := call(via, "notes__add_note", fmt.Sprintf("note-%d", i), i)
+		viaGateway = append(viaGateway, g)
+		harnessShare = append(harnessShare, g-served)
 		floor = append(floor, floorAppends(ctx, b, h, i))
 	}
 	b.StopTimer()
+	after := h.j.Stats()
+	b.ReportMetric(float64((runDelay()-rq0).Nanoseconds())/float64(b.N)/1e6, "runq-wait-ms/op")
 	r.mu.Lock()
 	n := len(r.fx.effects)
 	r.mu.Unlock()
@@ -101,4 +122,33 @@ func BenchmarkMCPCall(b *testing.B) {
 	b.ReportMetric(float64(g.Microseconds())/1000, "gateway-p50-ms")
 	b.ReportMetric(float64((g-d).Microseconds())/1000, "overhead-p50-ms")
 	b.ReportMetric(float64(f.Microseconds())/1000, "two-appends-p50-ms")
+	b.ReportMetric(float64(p50(harnessShare).Microseconds())/1000, "harness-share-p50-ms")
+	// A call through the gateway is two MCP hops (the agent's to the
+	// gateway, the gateway's to the server) where the direct call is one:
+	// the overhead less the durable writes, in direct calls.
+	b.ReportMetric(float64(g-d-f)/float64(d), "extra-hop-ratio")
+	// Durable writes per call: every sync of the run less the floor's two
+	// per round.
+	b.ReportMetric(float64(after.Syncs-before.Syncs)/float64(b.N)-2, "syncs/op")
+}
+
+// runDelay is how long this process's threads have waited for a CPU
+// (the sum of /proc/self/task/*/schedstat's run-queue delay; 0 where
+// there is none): on a shared machine, much of a call's wall time is
+// spent there rather than in the harness.
+func runDelay() time.Duration {
+	var total time.Duration
+	ents, _ := os.ReadDir("/proc/self/task")
+	for _, e := range ents {
+		b, err := os.ReadFile("/proc/self/task/" + e.Name() + "/schedstat")
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(b))
+		if len(f) > 1 {
+			n, _ := strconv.ParseInt(f[1], 10, 64)
+			total += time.Duration(n)
+		}
+	}
+	return total
 }

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 
@@ -147,6 +149,10 @@ func (r *run) derivedMCPKey(c gateway.Caller, tool string, args json.RawMessage)
 // mcp-cp<seq>/<ordinal>/<tool>/<args digest>.
 const derivedKeyPrefix = "mcp-cp"
 
+// DerivedMCPKey says whether an MCP call's key has the shape of the keys
+// the harness derives (keys: derived), for reports.
+func DerivedMCPKey(key string) bool { return strings.HasPrefix(key, derivedKeyPrefix) }
+
 // mcpAnswer is the MCP answer to an effect's result.
 func mcpAnswer(tool string, res protocol.EffectResult) (*mcp.CallToolResult, error) {
 	var raw json.RawMessage
@@ -203,4 +209,39 @@ func mcpAnswer(tool string, res protocol.EffectResult) (*mcp.CallToolResult, err
 		out.Meta[scenarios.MCPMetaReplayed] = true
 	}
 	return &out, nil
+}
+
+// mcpCounts counts a run's tools/calls among its effects (nil: none).
+func mcpCounts(effects []history.EffectRecord) *history.MCPCounts {
+	var c history.MCPCounts
+	tools := map[string][]string{}
+	for _, e := range effects {
+		rest, isMCP := strings.CutPrefix(e.Kind, "mcp.")
+		server, tool, ok := strings.Cut(rest, ".")
+		if !isMCP || !ok {
+			continue
+		}
+		c.Calls++
+		switch {
+		case e.Unkeyed || e.Key == "":
+			c.Unkeyed++
+		case DerivedMCPKey(e.Key):
+			c.Derived++
+		default:
+			c.AgentKeyed++
+		}
+		if e.Replays > 0 {
+			c.Replayed++
+		}
+		if !slices.Contains(tools[server], tool) {
+			tools[server] = append(tools[server], tool)
+		}
+	}
+	if c.Calls == 0 {
+		return nil
+	}
+	for _, s := range slices.Sorted(maps.Keys(tools)) {
+		c.Servers = append(c.Servers, history.MCPServerCalls{Server: s, Tools: slices.Sorted(slices.Values(tools[s]))})
+	}
+	return &c
 }

@@ -45,6 +45,8 @@ type Result struct {
 	LLM            *LLMTotals        `json:"llm,omitempty"`
 	Reflections    []Reflection      `json:"reflections,omitempty"`
 	Gate           *GateCounts       `json:"gate,omitempty"`
+	// MCP counts the run's tools/calls to MCP servers (none: omitted).
+	MCP *MCPCounts `json:"mcp,omitempty"`
 	// ReplayDivergence is the first request of an HTTP replay (mode:
 	// replay, --http-replay) its recording could not answer; the
 	// invariants that read the world are then unknown.
@@ -100,6 +102,24 @@ type EffectCounts struct {
 	Duplicates   int `json:"duplicates"`   // extra resources the world shows created for one logical identity
 	Unknown      int `json:"unknown"`      // effects whose outcome could not be established
 	Unkeyed      int `json:"unkeyed"`      // effects sent without an idempotency key
+}
+
+// MCPCounts summarises a run's tools/calls (its effects of kind
+// mcp.<server>.<tool>).
+type MCPCounts struct {
+	Calls      int `json:"calls"`       // tools/calls journaled (each once, however often repeated)
+	AgentKeyed int `json:"agent_keyed"` // keyed by the agent's _meta key
+	Derived    int `json:"derived"`     // keyed by the harness (keys: derived)
+	Unkeyed    int `json:"unkeyed"`
+	Replayed   int `json:"replayed"` // calls answered again from the journal at least once
+	// Servers are the servers called, each with the tools of it called.
+	Servers []MCPServerCalls `json:"servers"`
+}
+
+// MCPServerCalls is an MCP server and the tools of it a run called.
+type MCPServerCalls struct {
+	Server string   `json:"server"`
+	Tools  []string `json:"tools"`
 }
 
 // InvariantResult is one invariant's judgement.
@@ -237,6 +257,14 @@ func (res *Result) WriteText(w io.Writer) error {
 	e := res.Effects
 	fmt.Fprintf(&b, "effects: %d executed, %d deduplicated, %s, %d unknown, %d unkeyed\n",
 		e.Executed, e.Deduplicated, Count(e.Duplicates, "duplicate"), e.Unknown, e.Unkeyed)
+	if m := res.MCP; m != nil {
+		var servers []string
+		for _, s := range m.Servers {
+			servers = append(servers, s.Server+" ("+strings.Join(s.Tools, ", ")+")")
+		}
+		fmt.Fprintf(&b, "MCP: %s to %s: %d keyed by the agent, %d derived, %d unkeyed, %d replayed\n",
+			Count(m.Calls, "call"), strings.Join(servers, ", "), m.AgentKeyed, m.Derived, m.Unkeyed, m.Replayed)
+	}
 	for _, r := range res.Reflections {
 		replays := fmt.Sprintf("the failure came back in %d of %d replays", r.Reproduced.Failed, r.Reproduced.Runs)
 		if r.ReplaysSkipped != "" {

@@ -69,6 +69,10 @@ type runModel struct {
 	// AgentReport is the agent's report file; nil when the scenario names
 	// none or the agent has not reported done.
 	AgentReport *history.AgentReport
+	// MCP: the run's tools/calls and the servers they went to (none: no
+	// MCP section).
+	MCP        []mcpRow
+	MCPServers []mcpServerRow
 }
 
 type faultRow struct {
@@ -150,6 +154,7 @@ func newRunModel(f *history.Full) *runModel {
 		}
 	}
 	m.Poisoned, m.Rollbacks = history.PoisonOf(run.Checkpoints)
+	m.MCP, m.MCPServers = mcpCalls(run.Effects, f.Gate)
 	for _, fr := range run.Faults {
 		row := faultRow{Spec: fr.Spec, From: fr.From, Applied: "never fired", Healed: "–", Met: "no", Detail: fr.MetDetail, Attempt: fr.AppliedAttempt}
 		if fr.From == fr.Spec {
@@ -297,7 +302,14 @@ var runHTML = sync.OnceValue(func() *template.Template {
 {{if .Effects}}<table><tr><th>effect</th><th>kind</th><th>status</th><th class="n">attempt</th><th class="n">executions</th><th class="n">replays</th><th>notes</th></tr>
 {{range .Effects}}<tr><td>{{.Label}}</td><td>{{.Kind}}</td><td class="{{if eq .Status "done"}}ok{{else}}bad{{end}}">{{.Status}}</td><td class="n">{{.Attempt}}</td><td class="n">{{.Executions}}</td><td class="n">{{.Replays}}</td><td>{{.Notes}}</td></tr>
 {{end}}</table>{{end}}
-<h2>Attempts</h2>
+{{if .MCP}}<h2>MCP tool calls</h2>
+<table><tr><th>server</th><th>tools called</th></tr>
+{{range .MCPServers}}<tr><td>{{.Server}}</td><td>{{.Tools}}</td></tr>
+{{end}}</table>
+<table><tr><th>call</th><th>tool</th><th>key</th><th>key by</th><th>status</th><th>replayed</th><th>gate</th></tr>
+{{range .MCP}}<tr><td>{{.Call}}</td><td><code>{{.Tool}}</code></td><td>{{.Key}}</td><td>{{.KeyBy}}</td><td class="{{if eq .Status "done"}}ok{{else}}bad{{end}}">{{.Status}}</td><td>{{.Replayed}}</td><td>{{.Gate}}</td></tr>
+{{end}}</table>
+{{end}}<h2>Attempts</h2>
 {{if .Attempts}}<table><tr><th class="n">attempt</th><th>started</th><th>ended</th><th>how it ended</th><th class="n">exit code</th><th>notes</th></tr>
 {{range .Attempts}}<tr><td class="n">{{.N}}</td><td>{{.Started}}</td><td>{{.Ended}}</td><td class="{{if .Ok}}ok{{else}}bad{{end}}">{{.End}}</td><td class="n">{{.Exit}}</td><td>{{.Notes}}</td></tr>
 {{end}}</table>{{else}}<p>No attempt started.</p>{{end}}
@@ -413,6 +425,7 @@ func RunMarkdown(w io.Writer, f *history.Full) error {
 		rows = append(rows, []string{e.Label, e.Kind, e.Status, fmt.Sprint(e.Attempt), fmt.Sprint(e.Executions), fmt.Sprint(e.Replays), e.Notes})
 	}
 	mdSection(&b, "Effects", m.EffectsText(), "", "| effect | kind | status | attempt | executions | replays | notes |\n|---|---|---|--:|--:|--:|---|", rows)
+	mcpMarkdown(&b, m)
 	rows = nil
 	for _, a := range m.Attempts {
 		rows = append(rows, []string{fmt.Sprint(a.N), a.Started, a.Ended, a.End, a.Exit, a.Notes})

@@ -126,6 +126,13 @@ func detailedRun(ctx context.Context, w *history.Writer, id string) {
 	entry := history.EffectEntry(id, e)
 	e.Wall = ms(4600)
 	Expect(w.Put(ctx, entry)).To(Succeed())
+	// A tools/call of an MCP server, answered again from the journal, and
+	// held at the gate until a person approved it.
+	call := &history.EffectRecord{ID: "k/ticket-1", Key: "ticket-1", Kind: "mcp.tickets.create_ticket", Status: "done", Attempt: 2, Executions: 1, Replays: 1}
+	entry = history.EffectEntry(id, call)
+	call.Wall = ms(4700)
+	Expect(w.Put(ctx, entry, history.GateEntry(id, history.GateRecord{Seq: 2, EffectID: "k/ticket-1", Key: "ticket-1", Kind: "mcp.tickets.create_ticket",
+		Policy: "approve", Decision: "approved", By: "person:ana", At: ms(4650)}))).To(Succeed())
 
 	res := &suite.Result{Suite: suite.Header{ID: "suite-fixture", StartedAt: start, WallMS: 9000, Parallel: 2},
 		Runs: []suite.RunResult{

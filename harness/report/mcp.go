@@ -1,0 +1,85 @@
+package report
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/overnight-dev/overnight/harness"
+	"github.com/overnight-dev/overnight/harness/history"
+)
+
+// mcpRow is one tools/call of the agent, as the run's report shows it.
+type mcpRow struct {
+	Call, Tool, Key, KeyBy, Status, Replayed, Gate string
+}
+
+// mcpServerRow is an MCP server and the tools of it the run called.
+type mcpServerRow struct {
+	Server string
+	Tools  string
+}
+
+// mcpCalls are a run's tools/calls (its effects of kind
+// mcp.<server>.<tool>), in order, and each server with the tools called.
+func mcpCalls(effects []history.EffectRecord, gate []history.GateRecord) ([]mcpRow, []mcpServerRow) {
+	decided := map[string]history.GateRecord{}
+	for _, g := range gate {
+		decided[g.EffectID] = g // the last decision of each effect wins
+	}
+	var rows []mcpRow
+	tools := map[string][]string{}
+	for _, e := range effects {
+		server, tool, ok := strings.Cut(strings.TrimPrefix(e.Kind, "mcp."), ".")
+		if !ok || !strings.HasPrefix(e.Kind, "mcp.") {
+			continue
+		}
+		if !slices.Contains(tools[server], tool) {
+			tools[server] = append(tools[server], tool)
+		}
+		row := mcpRow{Call: history.EffectLabel(e.ID), Tool: server + "__" + tool, Key: e.Key, KeyBy: "agent", Status: e.Status, Replayed: "no", Gate: "not held"}
+		switch {
+		case e.Unkeyed || e.Key == "":
+			row.Key, row.KeyBy = "unkeyed", "–"
+		case harness.DerivedMCPKey(e.Key):
+			row.KeyBy = "derived"
+		}
+		if e.Replays > 0 {
+			row.Replayed = fmt.Sprintf("yes (%s)", history.Count(e.Replays, "time"))
+		}
+		if g, ok := decided[e.ID]; ok {
+			row.Gate = g.Policy + ": " + g.Decision
+			if g.By != "" {
+				row.Gate += " by " + g.By
+			}
+		}
+		rows = append(rows, row)
+	}
+	var servers []mcpServerRow
+	for _, s := range slices.Sorted(maps.Keys(tools)) {
+		t := tools[s]
+		slices.Sort(t)
+		servers = append(servers, mcpServerRow{Server: s, Tools: strings.Join(t, ", ")})
+	}
+	return rows, servers
+}
+
+// mcpMarkdown writes the MCP section of a run's Markdown report (nothing
+// for a run that made no tools/call).
+func mcpMarkdown(b *strings.Builder, m *runModel) {
+	if len(m.MCP) == 0 {
+		return
+	}
+	var rows [][]string
+	for _, s := range m.MCPServers {
+		rows = append(rows, []string{s.Server, s.Tools})
+	}
+	mdSection(b, "MCP tool calls", "The MCP servers the agent called through the gateway, and each tools/call: its key (given by the agent, derived by the harness, or none), its status, whether the journal answered it, and the gate's decision.",
+		"", "| server | tools called |\n|---|---|", rows)
+	rows = nil
+	for _, c := range m.MCP {
+		rows = append(rows, []string{c.Call, c.Tool, c.Key, c.KeyBy, c.Status, c.Replayed, c.Gate})
+	}
+	mdTable(b, "| call | tool | key | key by | status | replayed | gate |\n|---|---|---|---|---|---|---|", rows)
+}
