@@ -56,6 +56,11 @@ type RunRequest struct {
 	// scenario's HTTP APIs answer this run's requests: every API replays
 	// (--http-replay), nothing is sent upstream. Journaled with the run.
 	HTTPReplay string
+	// MCPReplay, when set, names an earlier run whose recording of the
+	// scenario's MCP servers (tools/list and every answer) answers this
+	// run's tool calls (--mcp-replay): no server is started or reached.
+	// Journaled with the run.
+	MCPReplay string
 	// Started, if set, is called with the run id once the run is durable,
 	// before any container starts.
 	Started func(runID string)
@@ -120,7 +125,7 @@ func (h *Harness) start(ctx context.Context, req RunRequest) (*Result, error) {
 		s.World = scenarios.World{Name: s.World.Name, URL: req.World, Options: s.World.Options}
 		req.Scenario = &s
 	}
-	req.Scenario = req.Scenario.ReplayingHTTP(req.HTTPReplay)
+	req.Scenario = req.Scenario.ReplayingHTTP(req.HTTPReplay).ReplayingMCP(req.MCPReplay)
 	if err := h.checkHTTP(req.Scenario); err != nil {
 		return nil, err
 	}

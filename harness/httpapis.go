@@ -52,7 +52,32 @@ func (h *Harness) checkHTTP(scen *scenarios.Scenario) error {
 	if len(missing) > 0 {
 		return fmt.Errorf("%w: %s; set it where the harness runs (the agent's sandbox never sees it)", ErrNoCredential, strings.Join(missing, "; "))
 	}
+	if scen.ReplaysMCP() {
+		for _, s := range scen.MCPServers() {
+			if _, err := h.mcpRecording(context.Background(), scen.MCP.Replay, s); err != nil {
+				return err
+			}
+		}
+	}
 	return nil
+}
+
+// mcpRecording reads what run journaled of MCP server s: its tools/list
+// and every answer, for a replay (--mcp-replay).
+func (h *Harness) mcpRecording(ctx context.Context, run string, s scenarios.MCPServer) (mcpworld.Recording, error) {
+	rec, err := h.runRecord(run)
+	if err != nil {
+		return mcpworld.Recording{}, fmt.Errorf("%w: MCP server %s replays run %s: %w", ErrNoRecording, s.Name, run, err)
+	}
+	store, prefix := h.w.WorldStore(rec.ID)
+	r, err := mcpworld.ReadRecording(ctx, rec.ID, s, store, httpworld.MCPPrefix(prefix, s.Name))
+	if err != nil {
+		return mcpworld.Recording{}, err
+	}
+	if len(r.Tools) == 0 {
+		return mcpworld.Recording{}, fmt.Errorf("%w: run %s journaled no tools/list of MCP server %s", ErrNoRecording, rec.ID, s.Name)
+	}
+	return r, nil
 }
 
 // recording reads the journal of API a's answers in the run it replays.
@@ -120,6 +145,13 @@ func (h *Harness) openHTTPWorlds(ctx context.Context, rec history.RunRecord, sce
 	}, func(m scenarios.MCPServer, store world.Store, prefix []byte) (world.World, error) {
 		if rec.Isolated != nil {
 			return nil, fmt.Errorf("%w: MCP server %s of isolated run %s: shadows of MCP servers are not built in this version", ErrNoShadow, m.Name, rec.ID)
+		}
+		if scen.ReplaysMCP() {
+			r, err := h.mcpRecording(ctx, scen.MCP.Replay, m)
+			if err != nil {
+				return nil, err
+			}
+			return mcpworld.OpenReplay(mcpworld.Config{Server: m}, r, store, prefix)
 		}
 		c, err := h.mcpServers().conn(ctx, rec.ID, m)
 		if err != nil {

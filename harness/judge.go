@@ -16,6 +16,7 @@ import (
 	"github.com/overnight-dev/overnight/scenarios/invariant"
 	"github.com/overnight-dev/overnight/scenarios/world"
 	"github.com/overnight-dev/overnight/scenarios/world/httpworld"
+	"github.com/overnight-dev/overnight/scenarios/world/mcpworld"
 	"github.com/overnight-dev/overnight/scenarios/world/remote"
 )
 
@@ -227,13 +228,24 @@ func replayDivergence(ctx context.Context, w world.World) (*history.ReplayDiverg
 	var first *history.ReplayDivergence
 	var at time.Time
 	for _, route := range rt.Routes() {
-		api, ok := route.World.(*httpworld.World)
-		if !ok || api.API().Mode != scenarios.HTTPReplay {
+		var d *httpworld.Divergence
+		var err error
+		switch w := route.World.(type) {
+		case *httpworld.World:
+			if w.API().Mode != scenarios.HTTPReplay {
+				continue
+			}
+			d, err = w.Divergence(ctx)
+		case *mcpworld.World:
+			if w.Replaying() == "" {
+				continue
+			}
+			d, err = w.Divergence(ctx)
+		default:
 			continue
 		}
-		d, err := api.Divergence(ctx)
 		if err != nil {
-			return nil, fmt.Errorf("the replay divergence of HTTP API %s: %w", api.Name(), err)
+			return nil, fmt.Errorf("the replay divergence of %s: %w", route.World.Name(), err)
 		}
 		if d == nil {
 			continue

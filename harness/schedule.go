@@ -237,6 +237,7 @@ func (h *Harness) create(ctx context.Context, req RunRequest) (string, error) {
 	}
 	rec.WorldURL = req.World
 	rec.HTTPReplay = req.HTTPReplay
+	rec.MCPReplay = req.MCPReplay
 	if scen.World.Remote() && req.isolation == nil {
 		// A world over the protocol answers, and is the one asked for,
 		// before the run exists (a command or image world is started for it
@@ -250,7 +251,7 @@ func (h *Harness) create(ctx context.Context, req RunRequest) (string, error) {
 			return "", err
 		}
 	}
-	if req.isolation == nil {
+	if req.isolation == nil && !scen.ReplaysMCP() {
 		// Its MCP servers answer — started, initialized, their tools
 		// listed and valid — before the run exists; the connections are
 		// kept for its drive.

@@ -53,6 +53,10 @@ var mcpToolName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 type MCP struct {
 	Servers []MCPServer
 	Keys    string // MCPKeysAgent
+	// Replay, when set, names the run whose recording — each server's
+	// tools/list and answers — answers every call (--mcp-replay): no
+	// server is started or reached.
+	Replay string
 }
 
 // MCPServer is one MCP server of mcp.servers: a stdio Command the harness
@@ -111,6 +115,24 @@ func (s *Scenario) MCPServers() []MCPServer {
 	}
 	return s.MCP.Servers
 }
+
+// ReplayingMCP is the scenario with every MCP server answered from run
+// recording's journal instead of reached (MCP.Replay); s itself when
+// recording is "" or it declares no MCP server.
+func (s *Scenario) ReplayingMCP(recording string) *Scenario {
+	if recording == "" || s.MCP == nil {
+		return s
+	}
+	out := *s
+	m := *s.MCP
+	m.Replay = recording
+	out.MCP = &m
+	return &out
+}
+
+// ReplaysMCP reports whether the scenario's MCP servers are answered from
+// a recording (MCP.Replay).
+func (s *Scenario) ReplaysMCP() bool { return s.MCP != nil && s.MCP.Replay != "" }
 
 // HasAPIs reports whether the scenario declares HTTP APIs or MCP servers:
 // worlds beside (or instead of) its world:, behind one router.

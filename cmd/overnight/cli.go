@@ -336,6 +336,7 @@ type runFlags struct {
 	lessons     string
 	world       string
 	httpReplay  string
+	mcpReplay   string
 }
 
 func (rf *runFlags) register(f *pflag.FlagSet, lessons, lessonsHelp string) {
@@ -349,6 +350,7 @@ func (rf *runFlags) register(f *pflag.FlagSet, lessons, lessonsHelp string) {
 	f.StringVar(&rf.lessons, "lessons", lessons, lessonsHelp)
 	f.StringVar(&rf.world, "world", "", "URL: act on the world served over the world protocol at this base URL instead of the scenario's (it must describe itself with the scenario's world name; docs/worlds.md)")
 	f.StringVar(&rf.httpReplay, "http-replay", "", "RUN: answer every request to the scenario's HTTP APIs from that run's exchanges, sending nothing upstream (docs/http-apis.md)")
+	f.StringVar(&rf.mcpReplay, "mcp-replay", "", "RUN: answer the scenario's MCP servers' tools/list and every tools/call from that run's recording, starting no server (docs/mcp.md)")
 }
 
 // schedule checks the flags and returns the fault list (nil: each
@@ -460,7 +462,7 @@ func runCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			req := harness.RunRequest{Scenario: scen, Agent: agentName, Timeout: rf.timeout, MaxAttempts: rf.maxAttempts, LLM: rf.llmSpec, World: rf.world, HTTPReplay: rf.httpReplay,
+			req := harness.RunRequest{Scenario: scen, Agent: agentName, Timeout: rf.timeout, MaxAttempts: rf.maxAttempts, LLM: rf.llmSpec, World: rf.world, HTTPReplay: rf.httpReplay, MCPReplay: rf.mcpReplay,
 				Faults: faults, RandomFaults: random, RandomKinds: rf.kinds, ReplayFaults: replay,
 				Extras: map[string]string{reflect.ExtraLessons: rf.lessons}}
 			if cmd.Flags().Changed("seed") {

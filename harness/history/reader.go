@@ -267,7 +267,7 @@ func (r *Reader) Scenario(rec RunRecord) (*scenarios.Scenario, error) {
 	if rec.WorldURL != "" { // the run was pointed at another world (--world)
 		scen.World = scenarios.World{Name: scen.World.Name, URL: rec.WorldURL, Options: scen.World.Options}
 	}
-	return scen.ReplayingHTTP(rec.HTTPReplay), nil
+	return scen.ReplayingHTTP(rec.HTTPReplay).ReplayingMCP(rec.MCPReplay), nil
 }
 
 // World opens the run's world on its own key space, to read its state and

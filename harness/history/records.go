@@ -47,6 +47,9 @@ type RunRecord struct {
 	// HTTPReplay, when set, is the run whose exchanges with the scenario's
 	// HTTP APIs answer this run's requests (--http-replay).
 	HTTPReplay string `json:"http_replay,omitempty"`
+	// MCPReplay, when set, is the run whose recording of the scenario's
+	// MCP servers answers this run's tool calls (--mcp-replay).
+	MCPReplay string `json:"mcp_replay,omitempty"`
 	// Extras are the run's options for its extension (the reflection
 	// loop's lessons mode), kept so a resume runs with the same.
 	Extras map[string]string `json:"extras,omitempty"`

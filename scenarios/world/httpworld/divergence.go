@@ -16,7 +16,7 @@ import (
 // goal and the duplicates of a run whose requests the recording stopped
 // answering were never seen by a world, so they are unknown, not a pass
 // and not a failure.
-var ErrReplayDiverged = errors.New("the HTTP replay diverged from its recording")
+var ErrReplayDiverged = errors.New("the replay diverged from its recording")
 
 // Divergence is the first request of a replay its recording could not
 // answer (and that was not sent upstream).

@@ -107,8 +107,10 @@ type World struct {
 	journal *world.Ledgered
 	dups    *world.JournalDups
 
+	replay *Recording // non-nil: answered from a recording (OpenReplay)
+
 	mu    sync.Mutex
-	tools []*mcp.Tool // a journal-only view's, as last journaled
+	tools []*mcp.Tool // a journal-only or replaying view's, as last journaled
 }
 
 var (
@@ -400,6 +402,9 @@ func (e *ServerError) Unwrap() error { return remote.ErrWorld }
 
 // Execute implements world.World: see the package doc.
 func (w *World) Execute(ctx context.Context, req world.Request) (world.Outcome, error) {
+	if w.replay != nil {
+		return w.executeReplay(ctx, req)
+	}
 	if w.conn == nil {
 		return world.Outcome{}, fmt.Errorf("MCP server %s: %s (key %q): %w", w.cfg.Server.Name, req.Kind, req.Key, ErrOffline)
 	}
@@ -484,6 +489,9 @@ func (w *World) LookupRequest(ctx context.Context, req world.Request) (world.Out
 	if out, found, err := w.journal.Lookup(ctx, req.Key); err != nil || found {
 		return out, found, err
 	}
+	if w.replay != nil {
+		return world.Outcome{}, false, nil // nothing was sent to a server: a retry is answered from the recording
+	}
 	return world.Outcome{}, false, fmt.Errorf("MCP server %s: whether %s (key %q) happened is unknown (MCP has no lookup): %w", w.cfg.Server.Name, req.Kind, req.Key, world.ErrCannotLookup)
 }
 
@@ -496,6 +504,9 @@ func (w *World) Ledger(ctx context.Context) ([]world.LedgerEntry, error) {
 // idempotent done more than once for the same (canonical) arguments under
 // different keys.
 func (w *World) Duplicates(ctx context.Context) ([]world.Duplicate, error) {
+	if err := w.notDiverged(ctx, "no-duplicate-effects on MCP server "+w.cfg.Server.Name); err != nil {
+		return nil, err
+	}
 	return w.dups.Duplicates(ctx)
 }
 
