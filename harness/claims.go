@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/overnight-dev/overnight/harness/history"
@@ -89,11 +90,13 @@ func (j claimsJudge) state(ctx context.Context) (any, error) {
 func consistencyOf(results []world.ClaimResult) *history.Consistency {
 	var contradicted, unknown []string
 	for _, r := range results {
-		what := fmt.Sprintf("%s %s: %s", r.Claim.Name, r.Claim.Value, r.Detail)
-		switch r.Verdict {
-		case world.ClaimContradicted:
+		if r.Verdict == world.ClaimHolds {
+			continue
+		}
+		what := r.Claim.Name + " " + string(r.Claim.Value) + ": " + r.Detail
+		if r.Verdict == world.ClaimContradicted {
 			contradicted = append(contradicted, what)
-		case world.ClaimUnknown:
+		} else if r.Verdict == world.ClaimUnknown {
 			unknown = append(unknown, what)
 		}
 	}
@@ -107,7 +110,7 @@ func consistencyOf(results []world.ClaimResult) *history.Consistency {
 	case len(unknown) > 0:
 		c.Verdict, c.Reason = history.ConsistencyUnknown, "the world cannot judge "+strings.Join(unknown, "; ")
 	default:
-		c.Reason = fmt.Sprintf("the world shows all %d claims", len(results))
+		c.Reason = "the world shows all " + strconv.Itoa(len(results)) + " claims"
 		if len(results) == 1 {
 			c.Reason = "the world shows its 1 claim"
 		}

@@ -145,11 +145,14 @@ func (r *run) judgeClaims(ctx context.Context, raw json.RawMessage) (json.RawMes
 	if len(bytes.TrimSpace(raw)) == 0 {
 		return nil, nil, nil
 	}
-	var buf bytes.Buffer // compact, not canonical: nothing hashes claims
-	if err := json.Compact(&buf, raw); err != nil {
-		return nil, nil, fmt.Errorf("claims: %w", err)
+	claims := raw // compact, not canonical: nothing hashes claims
+	if !compactJSON(raw) {
+		var buf bytes.Buffer
+		if err := json.Compact(&buf, raw); err != nil {
+			return nil, nil, fmt.Errorf("claims: %w", err)
+		}
+		claims = buf.Bytes()
 	}
-	claims := json.RawMessage(buf.Bytes())
 	if string(claims) == "null" {
 		return nil, nil, nil
 	}
@@ -158,6 +161,24 @@ func (r *run) judgeClaims(ctx context.Context, raw json.RawMessage) (json.RawMes
 		return claims, nil, &claimsShapeError{err}
 	}
 	return claims, cons, nil
+}
+
+// compactJSON reports whether raw has no space outside its strings (what
+// json.Compact would remove): the SDK's claims, which then need no copy.
+// It does not check that raw is JSON; the claims' parser does.
+func compactJSON(raw []byte) bool {
+	str := false
+	for i := 0; i < len(raw); i++ {
+		switch c := raw[i]; {
+		case str && c == '\\':
+			i++
+		case c == '"':
+			str = !str
+		case !str && (c == ' ' || c == '\t' || c == '\n' || c == '\r'):
+			return false
+		}
+	}
+	return true
 }
 
 // claimsShapeError is judgeClaims' error for claims that are JSON but not

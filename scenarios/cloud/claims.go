@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 
 	"github.com/overnight-dev/overnight/scenarios/world"
 )
@@ -49,11 +50,13 @@ func (w *World) CheckClaim(ctx context.Context, c world.Claim) (world.ClaimResul
 			return bad(`want {"kind": KIND, "name": NAME} or {"kind": KIND, "id": ID}`)
 		}
 		r := w.find(a.Kind, a.Name, a.ID)
-		what := fmt.Sprintf("%s %q", a.Kind, a.Name+a.ID)
+		what := a.Kind + " " + strconv.Quote(a.Name+a.ID)
 		if r == nil {
-			return verdict(false, "the cloud has no %s", what)
+			res.Verdict, res.Detail = world.ClaimContradicted, "the cloud has no "+what
+			return res, nil
 		}
-		return verdict(true, "%s exists (%s)", what, r.ID)
+		res.Verdict, res.Detail = world.ClaimHolds, what+" exists ("+r.ID+")"
+		return res, nil
 	case ClaimMigrated:
 		var a struct {
 			Database string `json:"database"`
