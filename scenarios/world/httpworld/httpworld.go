@@ -418,36 +418,15 @@ func Query(args json.RawMessage) (url.Values, error) {
 // gets the n-th such answer). One the recording lacks is refused — the
 // first divergence — and nothing is sent upstream. w.mu is held.
 func (w *World) replay(ctx context.Context, route scenarios.HTTPRoute, req world.Request) (world.Outcome, error) {
-	args := compact(req.Args)
 	mine, err := w.journal.Ledger(ctx)
 	if err != nil {
 		return world.Outcome{}, err
 	}
-	n := 0
-	for _, e := range mine {
-		if e.Kind == req.Kind && bytes.Equal(compact(e.Args), args) {
-			n++
-		}
+	o, found, n, seen := world.RecordedAnswer(mine, w.cfg.Recording, req)
+	if found {
+		return o, nil
 	}
-	seen := 0
-	for _, e := range w.cfg.Recording {
-		if e.Kind != req.Kind || !bytes.Equal(compact(e.Args), args) {
-			continue
-		}
-		if seen == n {
-			return e.Outcome, nil
-		}
-		seen++
-	}
-	return w.diverged(route, n+1, seen), nil
-}
-
-func compact(raw json.RawMessage) []byte {
-	var buf bytes.Buffer
-	if len(raw) == 0 || json.Compact(&buf, raw) != nil {
-		return []byte("null")
-	}
-	return buf.Bytes()
+	return w.diverged(route, n, seen), nil
 }
 
 // Lookup implements world.World: the journal of answers (an answer the
@@ -580,7 +559,7 @@ func identityOf(api scenarios.HTTPAPI) world.IdentityFunc {
 // identity is the name of the resource a request acts on.
 func identity(ctx context.Context, route scenarios.HTTPRoute, args json.RawMessage) (string, error) {
 	if route.Identity == nil {
-		return string(compact(args)), nil
+		return string(world.CompactJSON(args)), nil
 	}
 	var v any
 	if err := json.Unmarshal(args, &v); err != nil {

@@ -33,7 +33,7 @@ func compactOrNil(raw json.RawMessage) json.RawMessage {
 	if len(bytes.TrimSpace(raw)) == 0 || string(raw) == "null" {
 		return nil
 	}
-	return compact(raw)
+	return world.CompactJSON(raw)
 }
 
 // Probe sends a read-only request upstream (a goal's probe), with the
@@ -92,10 +92,10 @@ func (w *World) Probe(ctx context.Context, method, path string, body json.RawMes
 
 // recordedProbe is the recording's last answer to the probe args.
 func (w *World) recordedProbe(args json.RawMessage) (Result, bool) {
-	want := compact(args)
+	want := world.CompactJSON(args)
 	for i := len(w.cfg.Recording) - 1; i >= 0; i-- {
 		e := w.cfg.Recording[i]
-		if e.Kind != EventProbe || !bytes.Equal(compact(e.Args), want) {
+		if e.Kind != EventProbe || !bytes.Equal(world.CompactJSON(e.Args), want) {
 			continue
 		}
 		if r, ok := ResultOf(e.Outcome.Result); ok {

@@ -1,7 +1,6 @@
 package mcpworld
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -75,40 +74,19 @@ func (w *World) Replaying() string {
 
 // answer is the recorded answer to req. w.mu is held.
 func (w *World) answer(ctx context.Context, req world.Request, tool string) (world.Outcome, error) {
-	args := compact(req.Args)
 	mine, err := w.journal.Ledger(ctx)
 	if err != nil {
 		return world.Outcome{}, err
 	}
-	n := 0
-	for _, e := range mine {
-		if e.Kind == req.Kind && bytes.Equal(compact(e.Args), args) {
-			n++
-		}
+	o, found, n, seen := world.RecordedAnswer(mine, w.replay.Answers, req)
+	if found {
+		return o, nil
 	}
-	seen := 0
-	for _, e := range w.replay.Answers {
-		if e.Kind != req.Kind || !bytes.Equal(compact(e.Args), args) {
-			continue
-		}
-		if seen == n {
-			return e.Outcome, nil
-		}
-		seen++
-	}
-	o := world.FailedWith(http.StatusBadGateway, CodeReplayDiverged, divergenceDetails{Tool: tool, Occurrence: n + 1, Recording: w.replay.Run},
+	o = world.FailedWith(http.StatusBadGateway, CodeReplayDiverged, divergenceDetails{Tool: tool, Occurrence: n, Recording: w.replay.Run},
 		"replay of MCP server %s diverged: the recording of run %s answers tools/call %s with these arguments %d time(s), and this is call %d; it was not sent to the server",
-		w.cfg.Server.Name, w.replay.Run, tool, seen, n+1)
+		w.cfg.Server.Name, w.replay.Run, tool, seen, n)
 	o.Error.Transient = false // the recording will not answer it on a retry either
 	return o, nil
-}
-
-func compact(raw json.RawMessage) []byte {
-	var buf bytes.Buffer
-	if len(raw) == 0 || json.Compact(&buf, raw) != nil {
-		return []byte("null")
-	}
-	return buf.Bytes()
 }
 
 // divergenceDetails are the machine-readable details of a replay_diverged
