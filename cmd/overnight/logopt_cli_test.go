@@ -100,6 +100,21 @@ var _ = Describe("overnight run logopt: the optimizer on the fleet world", func(
 		Expect(failedInvariant(ctx, "overclaim", "goal-reached").Detail).To(MatchRegexp(`^the agent's report disagrees with the world: it claims a cost_after of [0-9.]+ \$/day, and the world shows [0-9.]+$`))
 	}, SpecTimeout(3*time.Minute))
 
+	It("shrinks each goal-reached variant's failure to a reproducer without faults: their mistakes need none", func(ctx SpecContext) {
+		state := stateDir()
+		for _, variant := range []string{"blind", "leave-failed", "overclaim"} {
+			o := overnight(ctx, state, nil, "run", "logopt", "--agent", variant, "-o", "json", "-q")
+			Expect(o.code).To(Equal(1), variant+": "+o.stderr)
+			res := decodeResult(o.stdout)
+			Expect(res.Faults).NotTo(BeEmpty(), "logopt's own kill and outage")
+			s := overnight(ctx, state, nil, "shrink", res.RunID, "--max-runs", "4", "-o", "json")
+			Expect(s.code).To(Equal(0), variant+": "+s.stderr)
+			Expect(s.stdout).To(MatchRegexp(`"faults": \[\]`), variant)
+			Expect(s.stdout).To(ContainSubstring(`"invariant": "goal-reached"`), variant)
+			Expect(s.stdout).To(ContainSubstring(`--agent `+variant+` --fault ''`), variant)
+		}
+	}, SpecTimeout(4*time.Minute))
+
 	It("runs logopt-week: seven virtual days through three restarts, two outages and a dependency update, in seconds", func(ctx SpecContext) {
 		o := overnight(ctx, stateDir(), nil, "run", "logopt-week", "-o", "json", "-q")
 		Expect(o.code).To(Equal(0), o.stderr)
