@@ -3,6 +3,8 @@ package world
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"time"
 )
 
 // RecordedAnswer answers req from a recording, as a world replaying an
@@ -41,4 +43,33 @@ func CompactJSON(raw json.RawMessage) []byte {
 		return []byte("null")
 	}
 	return buf.Bytes()
+}
+
+// CodeReplayDiverged is the error code of a request a replay's recording
+// cannot answer: it was not sent anywhere.
+const CodeReplayDiverged = "replay_diverged"
+
+// ErrReplayDiverged is wrapped by what a diverged replay cannot judge: the
+// goal and the duplicates of a run whose requests the recording stopped
+// answering were never seen by a world, so they are unknown, not a pass
+// and not a failure.
+var ErrReplayDiverged = errors.New("the replay diverged from its recording")
+
+// Divergence is the first request of a replay its recording could not
+// answer (and that was not sent upstream): an HTTP API's request or an MCP
+// server's tools/call.
+type Divergence struct {
+	API   string `json:"api"`   // the HTTP API or MCP server
+	Kind  string `json:"kind"`  // the effect kind, http.<api>.<kind> or mcp.<server>.<tool>
+	Route string `json:"route"` // "METHOD /path", or "tools/call <tool>"
+	// Ordinal is the request's number among the run's requests to the API,
+	// from 1; Occurrence its number among those of its kind and args (the
+	// recording answers fewer).
+	Ordinal    int64  `json:"ordinal"`
+	Occurrence int    `json:"occurrence"`
+	Key        string `json:"key,omitempty"`
+	Recording  string `json:"recording,omitempty"` // the run replayed
+	Message    string `json:"message"`
+	// At is the request's virtual time.
+	At time.Time `json:"-"`
 }

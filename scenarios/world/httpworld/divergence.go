@@ -3,38 +3,20 @@ package httpworld
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"time"
 
 	"github.com/overnight-dev/overnight/sandbox/protocol"
 	"github.com/overnight-dev/overnight/scenarios"
 	"github.com/overnight-dev/overnight/scenarios/world"
 )
 
-// ErrReplayDiverged is wrapped by what a diverged replay cannot judge: the
-// goal and the duplicates of a run whose requests the recording stopped
-// answering were never seen by a world, so they are unknown, not a pass
-// and not a failure.
-var ErrReplayDiverged = errors.New("the replay diverged from its recording")
+// ErrReplayDiverged is world.ErrReplayDiverged, shared by every world
+// that replays a recording.
+var ErrReplayDiverged = world.ErrReplayDiverged
 
-// Divergence is the first request of a replay its recording could not
-// answer (and that was not sent upstream).
-type Divergence struct {
-	API   string `json:"api"`
-	Kind  string `json:"kind"`  // the effect kind, http.<api>.<kind>
-	Route string `json:"route"` // "METHOD /path"
-	// Ordinal is the request's number among the run's requests to the API,
-	// from 1; Occurrence its number among those of its kind and args (the
-	// recording answers fewer).
-	Ordinal    int64  `json:"ordinal"`
-	Occurrence int    `json:"occurrence"`
-	Key        string `json:"key,omitempty"`
-	Recording  string `json:"recording,omitempty"` // the run replayed
-	Message    string `json:"message"`
-	// At is the request's virtual time.
-	At time.Time `json:"-"`
-}
+// Divergence is world.Divergence: the first request of a replay its
+// recording could not answer.
+type Divergence = world.Divergence
 
 // divergenceDetails are the machine-readable details of a replay_diverged
 // failure, kept in the journal with it.

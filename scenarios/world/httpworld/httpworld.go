@@ -50,7 +50,7 @@ import (
 const (
 	// CodeReplayDiverged: in replay, the recording has no answer for the
 	// request; nothing was sent upstream.
-	CodeReplayDiverged = "replay_diverged"
+	CodeReplayDiverged = world.CodeReplayDiverged
 	// CodeUnknownKind: no route of the API has the effect's kind.
 	CodeUnknownKind = "unknown_kind"
 )

@@ -11,12 +11,11 @@ import (
 	"github.com/overnight-dev/overnight/sandbox/protocol"
 	"github.com/overnight-dev/overnight/scenarios"
 	"github.com/overnight-dev/overnight/scenarios/world"
-	"github.com/overnight-dev/overnight/scenarios/world/httpworld"
 )
 
 // CodeReplayDiverged: in replay, the recording has no answer for the call
-// (the same code as an HTTP API's, httpworld.CodeReplayDiverged).
-const CodeReplayDiverged = httpworld.CodeReplayDiverged
+// (the same code as an HTTP API's, world.CodeReplayDiverged).
+const CodeReplayDiverged = world.CodeReplayDiverged
 
 // Recording is what a recorded run journaled of an MCP server — its tools
 // as listed and every answer — that a replay answers from.
@@ -48,7 +47,7 @@ func ReadRecording(ctx context.Context, run string, server scenarios.MCPServer, 
 // divergence: a permanent failure, code replay_diverged, never sent. The
 // answers are journaled in store under prefix like a live server's, and
 // what a diverged replay cannot judge (duplicates) wraps
-// httpworld.ErrReplayDiverged.
+// world.ErrReplayDiverged.
 func OpenReplay(cfg Config, rec Recording, store world.Store, prefix []byte) (*World, error) {
 	w, err := open(cfg, store, prefix)
 	if err != nil {
@@ -100,7 +99,7 @@ type divergenceDetails struct {
 // Divergence is the first call of this run the recording could not
 // answer, read from the journal of answers (so it survives a resume); nil
 // when the run has not diverged, or the server is not replayed.
-func (w *World) Divergence(ctx context.Context) (*httpworld.Divergence, error) {
+func (w *World) Divergence(ctx context.Context) (*world.Divergence, error) {
 	ledger, err := w.journal.Ledger(ctx)
 	if err != nil {
 		return nil, err
@@ -109,7 +108,7 @@ func (w *World) Divergence(ctx context.Context) (*httpworld.Divergence, error) {
 		if e.Outcome.Status != protocol.StatusFailed || e.Outcome.Error == nil || e.Outcome.Error.Code != CodeReplayDiverged {
 			continue
 		}
-		d := &httpworld.Divergence{API: w.cfg.Server.Name, Kind: e.Kind, Ordinal: e.Seq, Key: e.Key, Message: e.Outcome.Error.Message, At: e.At}
+		d := &world.Divergence{API: w.cfg.Server.Name, Kind: e.Kind, Ordinal: e.Seq, Key: e.Key, Message: e.Outcome.Error.Message, At: e.At}
 		var det divergenceDetails
 		if json.Unmarshal(e.Outcome.Error.Details, &det) == nil {
 			d.Route, d.Occurrence, d.Recording = "tools/call "+det.Tool, det.Occurrence, det.Recording
@@ -119,7 +118,7 @@ func (w *World) Divergence(ctx context.Context) (*httpworld.Divergence, error) {
 	return nil, nil
 }
 
-// notDiverged is nil, or an error wrapping httpworld.ErrReplayDiverged
+// notDiverged is nil, or an error wrapping world.ErrReplayDiverged
 // naming the first divergence: what cannot be judged of a diverged replay.
 func (w *World) notDiverged(ctx context.Context, what string) error {
 	if w.replay == nil {
@@ -129,7 +128,7 @@ func (w *World) notDiverged(ctx context.Context, what string) error {
 	if err != nil || d == nil {
 		return err
 	}
-	return fmt.Errorf("%w: %s is not judged, since call %d to MCP server %s (%s) was answered by no recorded call and never reached a server", httpworld.ErrReplayDiverged, what, d.Ordinal, d.API, d.Kind)
+	return fmt.Errorf("%w: %s is not judged, since call %d to MCP server %s (%s) was answered by no recorded call and never reached a server", world.ErrReplayDiverged, what, d.Ordinal, d.API, d.Kind)
 }
 
 // executeReplay answers req from the recording and journals the answer.
