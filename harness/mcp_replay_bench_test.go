@@ -6,7 +6,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -38,24 +37,12 @@ const mcpReplayCalls = 1000
 //	GOMAXPROCS=1 go test -run '^$' -bench MCPReplay -benchtime 1x ./harness
 func BenchmarkMCPReplay(b *testing.B) {
 	ctx := context.Background()
-	bin := filepath.Join(b.TempDir(), "mcpcounters")
-	cmd := exec.Command("go", "build", "-o", bin, "./testdata/mcpcounters")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		b.Fatalf("build mcpcounters: %v\n%s", err, out)
+	bin, err := buildCounters(b.TempDir())
+	if err != nil {
+		b.Fatal(err)
 	}
 	state := benchDir(b)
-	scen, err := scenarios.Parse("mcp-replay-bench.yaml", []byte(fmt.Sprintf(`apiVersion: overnight/v1
-kind: Scenario
-name: mcp-replay-bench
-agent: {builtin: deployer}
-mcp:
-  servers:
-    - name: counters
-      command: [%q]
-      env: {COUNTERS_STATE: "{{data_dir}}/counters.json"}
-limits: {horizon: 10d}
-`, bin)))
+	scen, err := scenarios.Parse("mcp-replay-bench.yaml", []byte(countersScenarioYAML(bin, scenarios.MCPKeysAgent, "")))
 	if err != nil {
 		b.Fatal(err)
 	}
