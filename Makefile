@@ -53,13 +53,14 @@ etcd: ## install Debian's etcd-server when etcd is missing (once; needs root)
 # against the in-process world's.
 bench: export GOMAXPROCS := 1
 bench: python-image etcd
-bench: ## measure the journal, the gateway (effects, LLM calls, the HTTP pass-through to etcd, calls beside a slow world, MCP tools/call), the week, kill recovery, sandbox cold start, the gate, the reflection loop, the viewer's run list and a suite's throughput
+bench: ## measure the journal, the gateway (effects, LLM calls, the HTTP pass-through to etcd, calls beside a slow world, MCP tools/call, an MCP run replayed offline), the week, kill recovery, sandbox cold start, the gate, the reflection loop, the viewer's run list and a suite's throughput
 	$(GO) test -run '^$$' -bench . -benchtime 20000x ./harness/journal
 	$(GO) test -run '^$$' -bench 'Effect|LLM' -benchtime 2000x ./harness
 	GOMAXPROCS=2 $(GO) test -run '^$$' -bench 'LLMOverhead' -benchtime 2000x ./harness
 	$(GO) test -run '^$$' -bench 'HTTPPassThrough' -benchtime 1000x ./harness
 	$(GO) test -run '^$$' -bench 'GatewayCallsBesideSlowWorld' -benchtime 300x ./harness
 	$(GO) test -run '^$$' -bench 'MCPCall' -benchtime 1000x ./harness
+	$(GO) test -run '^$$' -bench 'MCPReplay' -benchtime 1x ./harness
 	$(GO) test -run '^$$' -bench 'Week|KillRecovery' -benchtime 3x ./harness
 	$(GO) test -run '^$$' -bench ColdStart -benchtime 20x ./sandbox/docker
 	$(GO) test -run '^$$' -bench NeverSeenImage -benchtime 10x ./harness

@@ -145,7 +145,12 @@ func doOK(b *testing.B, c *http.Client, req *http.Request) {
 // on a unix socket and begins attempt 1: the run, an HTTP client of that
 // socket, the attempt's token, and what stops it all (h included).
 func startBenchRun(ctx context.Context, b *testing.B, h *Harness, scen *scenarios.Scenario) (*run, *http.Client, string, func()) {
-	id, err := h.create(ctx, RunRequest{Scenario: scen})
+	return startBenchRequest(ctx, b, h, RunRequest{Scenario: scen})
+}
+
+// startBenchRequest is startBenchRun for a run of req (a replay, say).
+func startBenchRequest(ctx context.Context, b *testing.B, h *Harness, req RunRequest) (*run, *http.Client, string, func()) {
+	id, err := h.create(ctx, req)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -25,19 +25,35 @@ import (
 // official Go SDK over stdio) into a temp dir of the spec.
 func countersBinary() string {
 	GinkgoHelper()
-	bin := filepath.Join(GinkgoT().TempDir(), "mcpcounters")
+	bin, err := buildCounters(GinkgoT().TempDir())
+	Expect(err).NotTo(HaveOccurred())
+	return bin
+}
+
+// buildCounters builds testdata/mcpcounters into dir and returns its path.
+func buildCounters(dir string) (string, error) {
+	bin := filepath.Join(dir, "mcpcounters")
 	cmd := exec.Command("go", "build", "-o", bin, "./testdata/mcpcounters")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	out, err := cmd.CombinedOutput()
-	Expect(err).NotTo(HaveOccurred(), "%s", out)
-	return bin
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("build mcpcounters: %w\n%s", err, out)
+	}
+	return bin, nil
 }
 
 // countersScenario is a scenario of the counters server alone, with keys
 // and whatever more (gate:, reflect:) extra says.
 func countersScenario(bin, keys, extra string) *scenarios.Scenario {
 	GinkgoHelper()
-	text := fmt.Sprintf(`apiVersion: overnight/v1
+	text := countersScenarioYAML(bin, keys, extra)
+	sc, err := scenarios.Parse(filepath.Join(GinkgoT().TempDir(), "counters.yaml"), []byte(text))
+	Expect(err).NotTo(HaveOccurred())
+	return sc
+}
+
+// countersScenarioYAML is countersScenario's text.
+func countersScenarioYAML(bin, keys, extra string) string {
+	return fmt.Sprintf(`apiVersion: overnight/v1
 kind: Scenario
 name: counters
 agent: {builtin: deployer}
@@ -49,9 +65,6 @@ mcp:
   keys: %s
 limits: {horizon: 10d}
 %s`, bin, keys, extra)
-	sc, err := scenarios.Parse(filepath.Join(GinkgoT().TempDir(), "counters.yaml"), []byte(text))
-	Expect(err).NotTo(HaveOccurred())
-	return sc
 }
 
 // liveMCPRun creates a run of scen on a harness of opts (a fresh state dir)
