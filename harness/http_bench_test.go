@@ -105,18 +105,7 @@ func BenchmarkHTTPPassThrough(b *testing.B) {
 	}
 	b.StopTimer()
 	after := h.j.Stats()
-	r.mu.Lock()
-	n := len(r.fx.effects)
-	r.mu.Unlock()
-	if n != b.N {
-		b.Fatalf("the gateway recorded %d effects for %d requests", n, b.N)
-	}
-	g, d, f := p50(viaGateway), p50(viaDirect), p50(floor)
-	b.ReportMetric(float64(d.Microseconds())/1000, "direct-p50-ms")
-	b.ReportMetric(float64(g.Microseconds())/1000, "gateway-p50-ms")
-	b.ReportMetric(float64((g-d).Microseconds())/1000, "overhead-p50-ms")
-	b.ReportMetric(float64(f.Microseconds())/1000, "two-appends-p50-ms")
-	b.ReportMetric(float64(p50(harnessShare).Microseconds())/1000, "harness-share-p50-ms")
+	g, d, f := reportPassThrough(b, r, "requests", viaGateway, viaDirect, floor, harnessShare)
 	c := p50(clocks)
 	b.ReportMetric(float64(c.Microseconds())/1000, "gateway-clock-p50-ms")
 	// What the overhead holds beyond the two floors: the syncs' and the
@@ -221,4 +210,24 @@ func etcdBenchDir(b *testing.B) string {
 		}
 	}
 	return b.TempDir()
+}
+
+// reportPassThrough checks that the run recorded one effect per call and
+// reports the p50s every pass-through benchmark shares (direct, through the
+// gateway, the overhead, the floor of two appends, the harness's share);
+// it returns the gateway's, the direct and the floor's p50.
+func reportPassThrough(b *testing.B, r *run, noun string, viaGateway, viaDirect, floor, harnessShare []time.Duration) (g, d, f time.Duration) {
+	r.mu.Lock()
+	n := len(r.fx.effects)
+	r.mu.Unlock()
+	if n != b.N {
+		b.Fatalf("the gateway recorded %d effects for %d %s", n, b.N, noun)
+	}
+	g, d, f = p50(viaGateway), p50(viaDirect), p50(floor)
+	b.ReportMetric(float64(d.Microseconds())/1000, "direct-p50-ms")
+	b.ReportMetric(float64(g.Microseconds())/1000, "gateway-p50-ms")
+	b.ReportMetric(float64((g-d).Microseconds())/1000, "overhead-p50-ms")
+	b.ReportMetric(float64(f.Microseconds())/1000, "two-appends-p50-ms")
+	b.ReportMetric(float64(p50(harnessShare).Microseconds())/1000, "harness-share-p50-ms")
+	return g, d, f
 }

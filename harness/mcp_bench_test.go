@@ -111,18 +111,7 @@ func BenchmarkMCPCall(b *testing.B) {
 	b.StopTimer()
 	after := h.j.Stats()
 	b.ReportMetric(float64((runDelay()-rq0).Nanoseconds())/float64(b.N)/1e6, "runq-wait-ms/op")
-	r.mu.Lock()
-	n := len(r.fx.effects)
-	r.mu.Unlock()
-	if n != b.N {
-		b.Fatalf("the gateway recorded %d effects for %d calls", n, b.N)
-	}
-	g, d, f := p50(viaGateway), p50(viaDirect), p50(floor)
-	b.ReportMetric(float64(d.Microseconds())/1000, "direct-p50-ms")
-	b.ReportMetric(float64(g.Microseconds())/1000, "gateway-p50-ms")
-	b.ReportMetric(float64((g-d).Microseconds())/1000, "overhead-p50-ms")
-	b.ReportMetric(float64(f.Microseconds())/1000, "two-appends-p50-ms")
-	b.ReportMetric(float64(p50(harnessShare).Microseconds())/1000, "harness-share-p50-ms")
+	g, d, f := reportPassThrough(b, r, "calls", viaGateway, viaDirect, floor, harnessShare)
 	// A call through the gateway is two MCP hops (the agent's to the
 	// gateway, the gateway's to the server) where the direct call is one:
 	// the overhead less the durable writes, in direct calls.
