@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/overnight-dev/overnight/sandbox/protocol"
 	"github.com/overnight-dev/overnight/scenarios"
 	"github.com/overnight-dev/overnight/scenarios/world"
 )
@@ -44,27 +43,23 @@ func (w *World) diverged(route scenarios.HTTPRoute, occurrence, recorded int) wo
 // read by a journal-only view); nil when the run has not diverged, or the
 // API is not replayed.
 func (w *World) Divergence(ctx context.Context) (*Divergence, error) {
-	ledger, err := w.journal.Ledger(ctx)
-	if err != nil {
+	w.mu.Lock()
+	e, err := world.FirstDivergedIn(ctx, w.journal, w.replay)
+	w.mu.Unlock()
+	if err != nil || e == nil {
 		return nil, err
 	}
-	for _, e := range ledger {
-		if e.Outcome.Status != protocol.StatusFailed || e.Outcome.Error == nil || e.Outcome.Error.Code != CodeReplayDiverged {
-			continue
-		}
-		d := &Divergence{API: w.cfg.API.Name, Kind: e.Kind, Ordinal: e.Seq, Key: e.Key, Message: e.Outcome.Error.Message, At: e.At}
-		var det divergenceDetails
-		if json.Unmarshal(e.Outcome.Error.Details, &det) == nil {
-			d.Route, d.Occurrence, d.Recording = det.Route, det.Occurrence, det.Recording
-		}
-		if d.Route == "" {
-			if r, ok := w.cfg.API.Route(e.Kind); ok {
-				d.Route = r.String()
-			}
-		}
-		return d, nil
+	d := &Divergence{API: w.cfg.API.Name, Kind: e.Kind, Ordinal: e.Seq, Key: e.Key, Message: e.Outcome.Error.Message, At: e.At}
+	var det divergenceDetails
+	if json.Unmarshal(e.Outcome.Error.Details, &det) == nil {
+		d.Route, d.Occurrence, d.Recording = det.Route, det.Occurrence, det.Recording
 	}
-	return nil, nil
+	if d.Route == "" {
+		if r, ok := w.cfg.API.Route(e.Kind); ok {
+			d.Route = r.String()
+		}
+	}
+	return d, nil
 }
 
 // notDiverged is nil, or an error wrapping ErrReplayDiverged naming the

@@ -85,6 +85,7 @@ type World struct {
 	dups    *world.JournalDups // the journal with its duplicates index
 	offline bool               // a journal-only view (OpenJournal)
 	mu      sync.Mutex         // one replay answer at a time (its occurrence count)
+	replay  *world.Replay      // the recording indexed (API.Mode replay), used under mu
 }
 
 var (
@@ -104,6 +105,9 @@ func Open(cfg Config, store world.Store, prefix []byte) (*World, error) {
 		dups: world.NewJournalDups(j, identityOf(cfg.API))}
 	if cfg.BaseURL != "" {
 		w.base = strings.TrimSuffix(cfg.BaseURL, "/")
+	}
+	if cfg.API.Mode == scenarios.HTTPReplay {
+		w.replay = world.NewReplay(cfg.Recording, j)
 	}
 	if w.client == nil {
 		timeout := cfg.API.Timeout
@@ -221,7 +225,7 @@ func (w *World) Execute(ctx context.Context, req world.Request) (world.Outcome, 
 		w.mu.Lock()
 		defer w.mu.Unlock()
 		var err error
-		if out, err = w.replay(ctx, route, req); err != nil {
+		if out, err = w.answer(ctx, route, req); err != nil {
 			return world.Outcome{}, err
 		}
 	} else {
@@ -236,6 +240,9 @@ func (w *World) Execute(ctx context.Context, req world.Request) (world.Outcome, 
 	e := world.LedgerEntry{Key: req.Key, Kind: req.Kind, Args: req.Args, Outcome: out, At: req.Now}
 	if err := w.record(ctx, e); err != nil {
 		return world.Outcome{}, fmt.Errorf("journal the answer of HTTP API %s to %s (key %q): %w", w.cfg.API.Name, route, req.Key, err)
+	}
+	if w.replay != nil {
+		w.replay.Journaled(e) // w.mu is held
 	}
 	return out, nil
 }
@@ -413,20 +420,19 @@ func Query(args json.RawMessage) (url.Values, error) {
 	return q, nil
 }
 
-// replay answers req from the recording: the recorded answer to the same
+// answer answers req from the recording: the recorded answer to the same
 // occurrence of the same kind and args (the n-th such request of this run
 // gets the n-th such answer). One the recording lacks is refused — the
 // first divergence — and nothing is sent upstream. w.mu is held.
-func (w *World) replay(ctx context.Context, route scenarios.HTTPRoute, req world.Request) (world.Outcome, error) {
-	mine, err := w.journal.Ledger(ctx)
+func (w *World) answer(ctx context.Context, route scenarios.HTTPRoute, req world.Request) (world.Outcome, error) {
+	a, err := w.replay.Answer(ctx, req)
 	if err != nil {
 		return world.Outcome{}, err
 	}
-	o, found, n, seen := world.RecordedAnswer(mine, w.cfg.Recording, req)
-	if found {
-		return o, nil
+	if a.Found {
+		return a.Outcome, nil
 	}
-	return w.diverged(route, n, seen), nil
+	return w.diverged(route, a.Occurrence, a.Recorded), nil
 }
 
 // Lookup implements world.World: the journal of answers (an answer the

@@ -107,7 +107,8 @@ type World struct {
 	journal *world.Ledgered
 	dups    *world.JournalDups
 
-	replay *Recording // non-nil: answered from a recording (OpenReplay)
+	replay   *Recording    // non-nil: answered from a recording (OpenReplay)
+	replayer *world.Replay // the recording indexed, used under mu
 
 	mu    sync.Mutex
 	tools []*mcp.Tool // a journal-only or replaying view's, as last journaled

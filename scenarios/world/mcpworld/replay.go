@@ -8,7 +8,6 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/overnight-dev/overnight/sandbox/protocol"
 	"github.com/overnight-dev/overnight/scenarios"
 	"github.com/overnight-dev/overnight/scenarios/world"
 )
@@ -53,7 +52,7 @@ func OpenReplay(cfg Config, rec Recording, store world.Store, prefix []byte) (*W
 	if err != nil {
 		return nil, err
 	}
-	w.replay = &rec
+	w.replay, w.replayer = &rec, world.NewReplay(rec.Answers, w.journal)
 	w.tools = rec.Tools
 	if b, err := json.Marshal(rec.Tools); err == nil {
 		if err := store.Commit(context.Background(), world.Entry{Key: toolsKeyOf(prefix), Value: b}); err != nil {
@@ -73,17 +72,16 @@ func (w *World) Replaying() string {
 
 // answer is the recorded answer to req. w.mu is held.
 func (w *World) answer(ctx context.Context, req world.Request, tool string) (world.Outcome, error) {
-	mine, err := w.journal.Ledger(ctx)
+	a, err := w.replayer.Answer(ctx, req)
 	if err != nil {
 		return world.Outcome{}, err
 	}
-	o, found, n, seen := world.RecordedAnswer(mine, w.replay.Answers, req)
-	if found {
-		return o, nil
+	if a.Found {
+		return a.Outcome, nil
 	}
-	o = world.FailedWith(http.StatusBadGateway, CodeReplayDiverged, divergenceDetails{Tool: tool, Occurrence: n, Recording: w.replay.Run},
+	o := world.FailedWith(http.StatusBadGateway, CodeReplayDiverged, divergenceDetails{Tool: tool, Occurrence: a.Occurrence, Recording: w.replay.Run},
 		"replay of MCP server %s diverged: the recording of run %s answers tools/call %s with these arguments %d time(s), and this is call %d; it was not sent to the server",
-		w.cfg.Server.Name, w.replay.Run, tool, seen, n)
+		w.cfg.Server.Name, w.replay.Run, tool, a.Recorded, a.Occurrence)
 	o.Error.Transient = false // the recording will not answer it on a retry either
 	return o, nil
 }
@@ -100,22 +98,18 @@ type divergenceDetails struct {
 // answer, read from the journal of answers (so it survives a resume); nil
 // when the run has not diverged, or the server is not replayed.
 func (w *World) Divergence(ctx context.Context) (*world.Divergence, error) {
-	ledger, err := w.journal.Ledger(ctx)
-	if err != nil {
+	w.mu.Lock()
+	e, err := world.FirstDivergedIn(ctx, w.journal, w.replayer)
+	w.mu.Unlock()
+	if err != nil || e == nil {
 		return nil, err
 	}
-	for _, e := range ledger {
-		if e.Outcome.Status != protocol.StatusFailed || e.Outcome.Error == nil || e.Outcome.Error.Code != CodeReplayDiverged {
-			continue
-		}
-		d := &world.Divergence{API: w.cfg.Server.Name, Kind: e.Kind, Ordinal: e.Seq, Key: e.Key, Message: e.Outcome.Error.Message, At: e.At}
-		var det divergenceDetails
-		if json.Unmarshal(e.Outcome.Error.Details, &det) == nil {
-			d.Route, d.Occurrence, d.Recording = "tools/call "+det.Tool, det.Occurrence, det.Recording
-		}
-		return d, nil
+	d := &world.Divergence{API: w.cfg.Server.Name, Kind: e.Kind, Ordinal: e.Seq, Key: e.Key, Message: e.Outcome.Error.Message, At: e.At}
+	var det divergenceDetails
+	if json.Unmarshal(e.Outcome.Error.Details, &det) == nil {
+		d.Route, d.Occurrence, d.Recording = "tools/call "+det.Tool, det.Occurrence, det.Recording
 	}
-	return nil, nil
+	return d, nil
 }
 
 // notDiverged is nil, or an error wrapping world.ErrReplayDiverged
@@ -147,5 +141,6 @@ func (w *World) executeReplay(ctx context.Context, req world.Request) (world.Out
 	if err := w.dups.Record(ctx, e); err != nil {
 		return world.Outcome{}, fmt.Errorf("journal the replayed answer of MCP server %s to %s (key %q): %w", w.cfg.Server.Name, tool.Name, req.Key, err)
 	}
+	w.replayer.Journaled(e)
 	return out, nil
 }
