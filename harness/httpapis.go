@@ -144,9 +144,13 @@ func (h *Harness) openHTTPWorlds(ctx context.Context, rec history.RunRecord, sce
 		return httpworld.Open(cfg, store, prefix)
 	}, func(m scenarios.MCPServer, store world.Store, prefix []byte) (world.World, error) {
 		if rec.Isolated != nil {
-			return nil, fmt.Errorf("%w: MCP server %s of isolated run %s: shadows of MCP servers are not built in this version", ErrNoShadow, m.Name, rec.ID)
-		}
-		if scen.ReplaysMCP() {
+			// An isolated run acts on a fresh instance of the server of its
+			// own (started here for it, on a data dir of its own), restored
+			// by replaying the real run's calls: never on the real one.
+			if err := mcpShadowable(scen); err != nil {
+				return nil, fmt.Errorf("MCP server %s of isolated run %s: %w", m.Name, rec.ID, err)
+			}
+		} else if scen.ReplaysMCP() {
 			r, err := h.mcpRecording(ctx, scen.MCP.Replay, m)
 			if err != nil {
 				return nil, err

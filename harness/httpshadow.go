@@ -20,6 +20,7 @@ import (
 	"github.com/overnight-dev/overnight/scenarios"
 	"github.com/overnight-dev/overnight/scenarios/world"
 	"github.com/overnight-dev/overnight/scenarios/world/httpworld"
+	"github.com/overnight-dev/overnight/scenarios/world/mcpworld"
 )
 
 // shadowReadyTimeout bounds the wait for a shadow upstream to accept
@@ -145,6 +146,7 @@ func (h *Harness) startShadow(ctx context.Context, runID string, a scenarios.HTT
 // stopShadows kills isolated run runID's shadow upstreams and removes
 // their data.
 func (h *Harness) stopShadows(runID string) {
+	h.stopMCPShadows(runID)
 	s := h.shadowUpstreams()
 	s.mu.Lock()
 	ups := s.byRun[runID]
@@ -202,18 +204,22 @@ func freePorts(n int) ([]int, error) {
 }
 
 // forkHTTP makes isolated run id's shadow of parent's worlds when its
-// scenario declares HTTP APIs: for each API, its declared scratch
-// upstream, started; for the scenario's world: (if any), a shadow as for a
-// run of it alone — a built-in world rebuilt in the isolated run's own key
+// scenario declares HTTP APIs or MCP servers: for each API, its declared
+// scratch upstream, started; for each MCP server, a fresh instance (its
+// command started anew on a data dir of its own, by the isolated run's
+// connection); for the scenario's world: (if any), a shadow as for a run
+// of it alone — a built-in world rebuilt in the isolated run's own key
 // space, a remote world's instance created from its ledger (which needs
-// the instances capability) —; then every mutating request of the parent's
-// ledger done up to worldSeq replayed into them in arrival order. The real
-// upstreams and the real world are only read through the journal. An API
-// without shadow: makes no shadow at all: reflection says so, and the gate
-// stays shut for guarded kinds.
+// the instances capability) —; then every mutating request of the
+// parent's ledger done up to worldSeq replayed into them in arrival order
+// (an MCP call answered otherwise than recorded stops it: mcpworld.Redo).
+// The real upstreams, servers and world are only read through the
+// journal. An API without shadow:, or an MCP server that is not a
+// replayable stdio server, makes no shadow at all: reflection says so, and
+// the gate stays shut for guarded kinds.
 func (h *Harness) forkHTTP(ctx context.Context, parent history.RunRecord, id string, scen *scenarios.Scenario, real world.World, worldSeq int64) (st world.State, err error) {
-	if len(scen.MCPServers()) > 0 {
-		return world.State{}, fmt.Errorf("%w: run %s acts on MCP servers, and shadows of MCP servers are not built in this version", ErrNoShadow, parent.ID)
+	if err := mcpShadowable(scen); err != nil {
+		return world.State{}, err
 	}
 	var missing []string
 	for _, a := range scen.HTTP {
@@ -266,7 +272,7 @@ func (h *Harness) forkHTTP(ctx context.Context, parent history.RunRecord, id str
 		}
 		st.Ledger = append(st.Ledger, e)
 		st.Seq = e.Seq
-		if !strings.HasPrefix(e.Kind, scenarios.HTTPKindPrefix) && (base != nil && !isAPIEvent(e, scen)) {
+		if !strings.HasPrefix(e.Kind, scenarios.HTTPKindPrefix) && !strings.HasPrefix(e.Kind, scenarios.MCPKindPrefix) && (base != nil && !isAPIEvent(e, scen)) {
 			nBase++
 		}
 	}
@@ -276,7 +282,7 @@ func (h *Harness) forkHTTP(ctx context.Context, parent history.RunRecord, id str
 	baseEntries = baseEntries[:nBase]
 	defer func() {
 		if err != nil {
-			h.stopShadows(id)
+			h.stopShadows(id) // a fresh MCP instance too
 		}
 	}()
 	rec := history.RunRecord{ID: id, Isolated: &history.Isolation{Parent: parent.ID}}
@@ -304,15 +310,29 @@ func (h *Harness) forkHTTP(ctx context.Context, parent history.RunRecord, id str
 		return world.State{}, err
 	}
 	apis := map[string]*httpworld.World{}
+	servers := map[string]*mcpworld.World{}
 	var shadowBase world.World
 	for _, rt := range world.RouterOf(shadow).Routes() {
 		if w, ok := rt.World.(*httpworld.World); ok {
 			apis[w.Name()] = w
+		} else if w, ok := rt.World.(*mcpworld.World); ok {
+			servers[w.Name()] = w
 		} else if rt.Prefix == "" {
 			shadowBase = rt.World
 		}
 	}
 	for _, e := range st.Ledger {
+		if strings.HasPrefix(e.Kind, scenarios.MCPKindPrefix) {
+			name, _, _ := strings.Cut(strings.TrimPrefix(e.Kind, scenarios.MCPKindPrefix), ".")
+			w, ok := servers[name]
+			if !ok {
+				return world.State{}, fmt.Errorf("restore the shadow of run %s: ledger entry %d is of kind %s, of no declared MCP server", parent.ID, e.Seq, e.Kind)
+			}
+			if err := w.Redo(ctx, e); err != nil {
+				return world.State{}, fmt.Errorf("restore the shadow of run %s: %w", parent.ID, err)
+			}
+			continue
+		}
 		if !strings.HasPrefix(e.Kind, scenarios.HTTPKindPrefix) {
 			if isAPIEvent(e, scen) {
 				continue // a goal's probe (httpworld.EventProbe): nothing the agent did

@@ -10,7 +10,7 @@ create_ticket. So a call executed twice shows as two tickets in its own file —
 journal is not the only witness.
 
 Tools:
-  create_ticket {title}   mutating, not idempotent: opens a ticket
+  create_ticket {title}   mutating, not idempotent: opens a ticket (a title of at most 40 characters)
   close_ticket  {id}      mutating, idempotent: closes a ticket (closing it again changes nothing)
   list_tickets  {}        read-only
 """
@@ -21,11 +21,12 @@ import sys
 PROTOCOL_VERSION = "2025-06-18"
 KEY_FIELD = "overnight.dev/idempotency-key"
 DB = os.environ.get("TICKETS_DB", "tickets.json")
+MAX_TITLE = 40  # a longer title is refused (isError): the reflection example's failure
 
 TOOLS = [
     {
         "name": "create_ticket",
-        "description": "Open a ticket with a title; answers its id.",
+        "description": "Open a ticket with a title (at most 40 characters); answers the ticket.",
         "inputSchema": {
             "type": "object",
             "properties": {"title": {"type": "string"}},
@@ -84,6 +85,8 @@ def call(name, args, meta):
         title = args.get("title")
         if not isinstance(title, str) or not title:
             return text({"error": "title: want a non-empty string"}, is_error=True)
+        if len(title) > MAX_TITLE:
+            return text({"error": "title: at most %d characters, got %d" % (MAX_TITLE, len(title))}, is_error=True)
         ticket = {"id": len(state["tickets"]) + 1, "title": title, "status": "open", "key": meta.get(KEY_FIELD)}
         state["tickets"].append(ticket)
         save(state)

@@ -14,6 +14,12 @@
 // call the harness refuses for now (a JSON-RPC error whose data carries
 // retry_after_ms) is retried under the same key.
 //
+// A tool's error answer ends the attempt with a failure it reports
+// (tickets.py refuses a title longer than 40 characters). A lesson that
+// says to shorten titles to 40 characters is followed: every title is cut
+// to 40 characters, and a shortened call is a new call, under a new key
+// ("ticket-1/short"), never the refused one's.
+//
 // With --no-keys it is the deliberately broken variant: no keys, and it
 // never reads its checkpoint back, so after a restart it starts over and
 // opens every ticket again — tickets.py's own file shows them twice, and
@@ -29,6 +35,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -41,6 +48,9 @@ import (
 type Task struct {
 	Titles []string `json:"titles"`
 }
+
+// maxTitle is the longest title tickets.py takes, in characters.
+const maxTitle = 40
 
 // maxTries bounds the tries of one call the harness refuses for now.
 const maxTries = 30
@@ -71,6 +81,12 @@ func run(ctx context.Context, a *agent.Client, keyed bool) error {
 	if err := json.Unmarshal(info.Task, &task); err != nil || len(task.Titles) == 0 {
 		return fmt.Errorf("the task wants {titles: [...]}, got %s", info.Task)
 	}
+	shorten := false
+	for _, l := range info.Lessons {
+		if strings.Contains(l.Text, "40 characters") {
+			shorten = true
+		}
+	}
 	step := 0
 	if keyed {
 		cp, err := a.Resume(ctx)
@@ -95,9 +111,13 @@ func run(ctx context.Context, a *agent.Client, keyed bool) error {
 	}
 	fmt.Printf("attempt %d: %d tools; opening tickets %d..%d\n", info.Attempt, len(tools.Tools), step, len(task.Titles)-1)
 	for i := step; i < len(task.Titles); i++ {
-		params := &mcp.CallToolParams{Name: "tickets__create_ticket", Arguments: map[string]any{"title": task.Titles[i]}}
+		title, key := task.Titles[i], fmt.Sprintf("ticket-%d", i)
+		if r := []rune(title); shorten && len(r) > maxTitle {
+			title, key = string(r[:maxTitle]), key+"/short"
+		}
+		params := &mcp.CallToolParams{Name: "tickets__create_ticket", Arguments: map[string]any{"title": title}}
 		if keyed {
-			params.Meta = mcp.Meta{"overnight.dev/idempotency-key": fmt.Sprintf("ticket-%d", i)}
+			params.Meta = mcp.Meta{"overnight.dev/idempotency-key": key}
 		}
 		res, err := call(ctx, cs, params)
 		if err != nil {
