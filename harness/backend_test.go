@@ -14,6 +14,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
+	"github.com/overnight-dev/overnight/chaos"
 	"github.com/overnight-dev/overnight/harness/gateway"
 	"github.com/overnight-dev/overnight/harness/history"
 	"github.com/overnight-dev/overnight/sandbox"
@@ -54,6 +55,23 @@ func startLiveRun(stateDir string, runID string) *liveRun {
 		Expect(err).NotTo(HaveOccurred())
 	}
 	return liveRunOf(h, runID)
+}
+
+// startLiveRunFaults starts a new run of the backend-test scenario in a
+// fresh state dir, with these faults (--fault syntax) scheduled.
+func startLiveRunFaults(faults ...string) *liveRun {
+	ctx := context.Background()
+	h, err := Open(ctx, Options{StateDir: GinkgoT().TempDir()})
+	Expect(err).NotTo(HaveOccurred())
+	scen, err := scenarios.Parse("backend-test.yaml", []byte(backendScenario))
+	Expect(err).NotTo(HaveOccurred())
+	var specs []chaos.Spec
+	for _, f := range faults {
+		specs = append(specs, mustParseSpec(f))
+	}
+	id, err := h.create(ctx, RunRequest{Scenario: scen, Faults: specs})
+	Expect(err).NotTo(HaveOccurred())
+	return liveRunOf(h, id)
 }
 
 // liveRunOf loads run runID of h and serves it with the real gateway; the

@@ -7,7 +7,6 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
-	"github.com/overnight-dev/overnight/chaos"
 	"github.com/overnight-dev/overnight/sandbox"
 	"github.com/overnight-dev/overnight/scenarios"
 )
@@ -34,15 +33,7 @@ func (s *stuckSandbox) Signal(ctx context.Context, sig string) error {
 var _ = Describe("the run's lock", func() {
 	It("is not held while a fault waits for the Docker engine: other requests of the run go on", func(ctx SpecContext) {
 		eng := &stuckSandbox{called: make(chan struct{}), release: make(chan struct{})}
-		h, err := Open(ctx, Options{StateDir: GinkgoT().TempDir()})
-		Expect(err).NotTo(HaveOccurred())
-		scen, err := scenarios.Parse("backend-test.yaml", []byte(backendScenario))
-		Expect(err).NotTo(HaveOccurred())
-		kill, err := chaos.ParseSpec("kill@step:1")
-		Expect(err).NotTo(HaveOccurred())
-		id, err := h.create(ctx, RunRequest{Scenario: scen, Faults: []chaos.Spec{kill}})
-		Expect(err).NotTo(HaveOccurred())
-		lr := liveRunOf(h, id)
+		lr := startLiveRunFaults("kill@step:1")
 		old := lr.attempt()
 		cur := lr.attempt()
 		lr.r.mu.Lock()

@@ -193,12 +193,26 @@ func (r *run) put(ctx context.Context, entries ...history.Entry) error {
 	return r.w.Put(ctx, entries...)
 }
 
-// Authenticate implements gateway.Backend.
+// Authenticate implements gateway.Backend. A request of an attempt whose
+// sandbox the supervisor does not know yet — the agent runs, but the
+// backend's Start has not returned — waits until it does: a fault the
+// request triggers then finds the sandbox to act on, so where it lands
+// does not depend on how late the engine answered.
 func (r *run) Authenticate(token string) (gateway.Caller, bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	n, ok := r.sup.authenticate(token)
-	return gateway.Caller{Attempt: n}, ok
+	for {
+		r.mu.Lock()
+		n, ok := r.sup.authenticate(token)
+		pending := r.sup.startPending(n)
+		r.mu.Unlock()
+		if !ok || pending == nil {
+			return gateway.Caller{Attempt: n}, ok
+		}
+		select {
+		case <-pending: // and again, so that the sandbox is noted as running
+		case <-r.stopCh:
+			return gateway.Caller{Attempt: n}, ok
+		}
+	}
 }
 
 // acting checks, under mu, that c may act: write checkpoints, run effects,

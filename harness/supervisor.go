@@ -46,8 +46,14 @@ type attempts struct {
 	// the signal is taken, though they may live a moment longer (a request
 	// already on its way, or an agent that heard its relay die first).
 	sigkilled map[int]bool
-	frozen    sandbox.Sandbox // the sandbox a pause fault froze
-	cut       sandbox.Sandbox // the sandbox a disconnect fault cut from its network
+	// starts holds, for the attempt whose sandbox is being started, a
+	// channel closed once the backend's Start has returned: until then
+	// the supervisor does not know the sandbox, though the agent may run
+	// already, and the attempt's requests wait (see run.Authenticate), so
+	// that a fault one of them triggers always finds the sandbox to act on.
+	starts map[int]chan struct{}
+	frozen sandbox.Sandbox // the sandbox a pause fault froze
+	cut    sandbox.Sandbox // the sandbox a disconnect fault cut from its network
 	// ending marks attempts the supervisor itself is ending (Ctrl-C, the
 	// horizon, a spent budget, done and not exiting).
 	ending map[int]bool
@@ -56,7 +62,7 @@ type attempts struct {
 }
 
 func newAttempts(list []history.AttemptRecord) attempts {
-	a := attempts{list: list, tokens: map[string]int{}, seen: map[int]bool{}, killedBy: map[int]string{}, killIssued: map[int]time.Time{}, sigkilled: map[int]bool{}, ending: map[int]bool{}}
+	a := attempts{list: list, tokens: map[string]int{}, seen: map[int]bool{}, killedBy: map[int]string{}, killIssued: map[int]time.Time{}, sigkilled: map[int]bool{}, starts: map[int]chan struct{}{}, ending: map[int]bool{}}
 	// Every earlier attempt is fenced from the moment the run is loaded:
 	// none owns it again, and the next attempt gets a new token.
 	for _, at := range list {
@@ -77,6 +83,19 @@ func (a *attempts) authenticate(token string) (int, bool) {
 		}
 	}
 	return n, ok
+}
+
+// startPending is the channel closed once attempt n's sandbox is known
+// (nil: it is known, or not being started).
+func (a *attempts) startPending(n int) <-chan struct{} { return a.starts[n] }
+
+// started notes that the backend's Start of attempt n's sandbox returned:
+// the attempt's requests held meanwhile go on.
+func (a *attempts) started(n int) {
+	if ch, ok := a.starts[n]; ok {
+		close(ch)
+		delete(a.starts, n)
+	}
 }
 
 // owns checks that attempt n owns the run.
@@ -386,16 +405,26 @@ func (r *run) attempt(ctx context.Context, b sandbox.Backend, n int, renewed boo
 		RunID: r.rec.ID, Attempt: n, Image: plan.image, Env: env,
 		SocketDir: r.rec.SocketDir, Workspace: true, Network: r.network,
 	}
+	// The agent may be at work before Start returns (on a loaded machine
+	// the engine's answer can come late): its requests wait until then,
+	// so a fault they trigger finds its sandbox, at the same point of the
+	// history however late the answer.
+	r.mu.Lock()
+	r.sup.starts[n] = make(chan struct{})
+	r.mu.Unlock()
 	sb, err := b.Start(dctx, spec)
+	r.mu.Lock()
+	if err == nil {
+		r.sup.list[n-1].Container = sb.ID()
+		r.sup.starting = sb
+	}
+	r.sup.started(n)
+	att := r.sup.list[n-1]
+	r.mu.Unlock()
 	if err != nil {
 		r.endAttempt(ctx, n, nil, nil, "could not start its sandbox: "+err.Error())
 		return fmt.Errorf("attempt %d: %w", n, err)
 	}
-	r.mu.Lock()
-	r.sup.list[n-1].Container = sb.ID()
-	r.sup.starting = sb
-	att := r.sup.list[n-1]
-	r.mu.Unlock()
 	// The sandbox's id is durable before the attempt's verdict on it, so a
 	// resume after a harness crash can name the orphan it reaps.
 	if err := r.put(context.WithoutCancel(ctx), history.AttemptEntry(r.rec.ID, att)); err != nil {
@@ -408,13 +437,17 @@ func (r *run) attempt(ctx context.Context, b sandbox.Backend, n int, renewed boo
 			r.log.Warn("remove sandbox", "sandbox", sb.ID(), "err", err)
 		}
 	}
-	// Only a running sandbox is something a fault can act on. A fresh
-	// sandbox has not been idle: the clock's idle jump waits for it as for
-	// any agent that just made a request.
+	// Only a running sandbox is something a fault can act on — and not
+	// one a kill took from the faults meanwhile (a request of the agent
+	// may have triggered it since Start returned). A fresh sandbox has not
+	// been idle: the clock's idle jump waits for it as for any agent that
+	// just made a request.
 	r.mu.Lock()
-	r.sup.box = sb
+	if !r.sup.sigkilled[n] {
+		r.sup.box = sb
+		r.faults.reapplyToAttempt(ctx)
+	}
 	r.clock.lastActivity = time.Now()
-	r.faults.reapplyToAttempt(ctx)
 	r.unlock()
 	r.progress("attempt %d started (sandbox %.12s)", n, sb.ID())
 	r.appendEvent(ctx, "harness.attempt", fmt.Sprintf("attempt %d started", n), map[string]any{"attempt": n})

@@ -83,7 +83,8 @@ type Caller struct {
 // return 409 fenced otherwise.
 type Backend interface {
 	// Authenticate maps a bearer token to its caller; ok is false for a
-	// token this run never minted.
+	// token this run never minted. It may wait before it answers (the
+	// harness holds an attempt's requests until it knows its sandbox).
 	Authenticate(token string) (c Caller, ok bool)
 	RunInfo(ctx context.Context, c Caller) (protocol.RunInfo, error)
 	Checkpoint(ctx context.Context, c Caller) (protocol.Checkpoint, error)
