@@ -40,13 +40,13 @@ const DefaultStopGrace = 10 * time.Second
 func builtinKinds() []Kind {
 	return []Kind{
 		{
-			Name: "kill", Group: "process", Triggers: anyTrigger, Example: "kill@step:3",
+			Name: "kill", Group: "process", EndsAttempt: true, Triggers: anyTrigger, Example: "kill@step:3",
 			Summary: "SIGKILL the agent's container; the harness starts a new attempt (new container, new token)",
 			New:     func(Spec) (Fault, error) { return processFault{op: "kill"}, nil },
 			Draw:    noArg,
 		},
 		{
-			Name: "stop", Group: "process", Triggers: anyTrigger, Example: "stop:5s@t:2d/1h",
+			Name: "stop", Group: "process", EndsAttempt: true, Triggers: anyTrigger, Example: "stop:5s@t:2d/1h",
 			Arg:      "grace before SIGKILL (default 10s)",
 			Duration: DurationOptional,
 			Summary:  "SIGTERM the agent, SIGKILL after the grace; with /DURATION the agent stays down that long (virtual) before the next attempt",
@@ -66,7 +66,7 @@ func builtinKinds() []Kind {
 			},
 		},
 		{
-			Name: "restart", Group: "process", Triggers: anyTrigger, Example: "restart@every:1d",
+			Name: "restart", Group: "process", EndsAttempt: true, Triggers: anyTrigger, Example: "restart@every:1d",
 			Summary: "SIGTERM the agent (SIGKILL after 10s) and start a new attempt at once",
 			New:     func(Spec) (Fault, error) { return processFault{op: "stop", grace: DefaultStopGrace}, nil },
 			Draw:    noArg,

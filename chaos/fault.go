@@ -190,6 +190,10 @@ type Kind struct {
 	// kill, a restart or the harness's own crash — so that a frozen agent
 	// or a cut sandbox network outlives the process it first hit.
 	PerAttempt bool `json:"per_attempt,omitempty"`
+	// EndsAttempt marks kinds that end the agent's attempt (its container
+	// dies and the next attempt starts): a run whose schedule has one
+	// starts the next attempt's sandbox ahead.
+	EndsAttempt bool `json:"ends_attempt,omitempty"`
 	// EndsHarness marks kinds that end the harness's own process: an
 	// isolated re-run, which shares that process, leaves them out.
 	EndsHarness bool `json:"ends_harness,omitempty"`

@@ -146,6 +146,11 @@ type Options struct {
 	// overnight CLI sets one that exports over OTLP when the standard
 	// OTEL_EXPORTER_OTLP_* variables are set.
 	TracerProvider trace.TracerProvider
+	// Standby says when a run starts its next attempt's sandbox ahead, so
+	// that a dead agent is resumed in one round trip instead of a
+	// container's start (sandbox.Standbys; a backend without it starts
+	// every attempt cold). Default StandbyAuto: where it pays.
+	Standby StandbyPolicy
 	// Existing refuses to create the state dir: commands that only read
 	// runs (runs, logs, resume) say the dir is missing instead of making an
 	// empty one. Default false.

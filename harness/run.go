@@ -66,7 +66,10 @@ type run struct {
 	faults faultEngine
 	fx     effectPath
 	sup    attempts
-	llm    *llmPath // nil: the run serves no model
+	// standby is the next attempt's sandbox, started ahead (standby.go);
+	// the supervisor's alone.
+	standby standbys
+	llm     *llmPath // nil: the run serves no model
 
 	mcpCalls   mcpOrdinal                     // the current attempt's mutating MCP calls, for keys: derived
 	mcpChanged map[string]chaos.MCPToolChange // tools an mcp-tool-gone or mcp-schema fault changed, by <server>__<tool> (mcptools.go)

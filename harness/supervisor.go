@@ -205,6 +205,14 @@ func (r *run) supervise(ctx context.Context, spec sandboxPlan) (endState, error)
 	}
 	stalled := 0
 	defer r.removals.Wait()
+	if st, ok := b.(sandbox.Standbys); ok && r.rec.SocketDir != "" && r.wantsStandby() {
+		r.standby = standbys{st: st}
+		defer func() {
+			if err := r.standby.drop(ctx); err != nil {
+				r.log.Warn("remove the standby", "err", err)
+			}
+		}()
+	}
 	for {
 		r.mu.Lock()
 		n := len(r.sup.list) + 1
@@ -370,31 +378,7 @@ func (r *run) attempt(ctx context.Context, b sandbox.Backend, n int, renewed boo
 	r.mu.Lock()
 	r.sup.span = span.SpanContext()
 	r.mu.Unlock()
-	env := map[string]string{}
-	for k, v := range plan.env {
-		env[k] = v
-	}
-	env[protocol.EnvSocket] = sandbox.GatewaySocket
-	env[protocol.EnvURL] = sandbox.RelayURL
-	env[protocol.EnvToken] = token
-	env[protocol.EnvRunID] = r.rec.ID
-	env[protocol.EnvAttempt] = fmt.Sprint(n)
-	// Any OpenAI client inside works unchanged: its base URL is the
-	// gateway's LLM endpoint (through the init's relay) and its key is the
-	// attempt's token. The provider's own key never enters the sandbox.
-	env["OPENAI_BASE_URL"] = sandbox.RelayURL + "/v1/llm"
-	env["OPENAI_API_KEY"] = token
-	// Each HTTP API the scenario declares, for an ordinary HTTP client: the
-	// gateway's pass-through, the token in its path. The API's own
-	// credential is added by the gateway and never enters the sandbox.
-	for _, a := range r.scen.HTTP {
-		env[a.EnvName()] = sandbox.RelayURL + gateway.HTTPPathPrefix + a.Name + "/" + token
-	}
-	// The scenario's MCP servers, for any MCP client: the gateway's MCP
-	// endpoint (streamable HTTP), the token in its path.
-	if len(r.scen.MCPServers()) > 0 {
-		env[EnvMCPURL] = sandbox.RelayURL + gateway.MCPPathPrefix + token
-	}
+	env := r.attemptEnv(plan, n, token)
 
 	// Start runs to completion even on Ctrl-C, so that the harness always
 	// learns the sandbox's id and can remove it; the cancellation is acted
@@ -412,18 +396,26 @@ func (r *run) attempt(ctx context.Context, b sandbox.Backend, n int, renewed boo
 	r.mu.Lock()
 	r.sup.starts[n] = make(chan struct{})
 	r.mu.Unlock()
-	sb, err := b.Start(dctx, spec)
+	sb, standby, err := r.startSandbox(dctx, b, spec)
 	r.mu.Lock()
 	if err == nil {
 		r.sup.list[n-1].Container = sb.ID()
+		r.sup.list[n-1].Standby = standby
 		r.sup.starting = sb
 	}
 	r.sup.started(n)
 	att := r.sup.list[n-1]
+	window := r.sup.window()
 	r.mu.Unlock()
 	if err != nil {
 		r.endAttempt(ctx, n, nil, nil, "could not start its sandbox: "+err.Error())
 		return fmt.Errorf("attempt %d: %w", n, err)
+	}
+	if n+1-window < r.rec.MaxAttempts {
+		// The next attempt's sandbox, started while this one runs.
+		next := spec
+		next.Attempt, next.Env = n+1, r.sharedEnv(plan)
+		r.standby.prepare(ctx, next)
 	}
 	// The sandbox's id is durable before the attempt's verdict on it, so a
 	// resume after a harness crash can name the orphan it reaps.
@@ -542,6 +534,60 @@ func (r *run) attempt(ctx context.Context, b sandbox.Backend, n int, renewed boo
 	}()
 	r.progress("attempt %d ended: %s (exit code %d)", n, end, code)
 	return nil
+}
+
+// sharedEnv is the environment every attempt of the run is given alike:
+// the scenario's, and where the gateway is. A standby is started with it.
+func (r *run) sharedEnv(plan sandboxPlan) map[string]string {
+	env := map[string]string{}
+	for k, v := range plan.env {
+		env[k] = v
+	}
+	env[protocol.EnvSocket] = sandbox.GatewaySocket
+	env[protocol.EnvURL] = sandbox.RelayURL
+	env[protocol.EnvRunID] = r.rec.ID
+	// Any OpenAI client inside works unchanged: its base URL is the
+	// gateway's LLM endpoint (through the init's relay) and its key is the
+	// attempt's token. The provider's own key never enters the sandbox.
+	env["OPENAI_BASE_URL"] = sandbox.RelayURL + "/v1/llm"
+	return env
+}
+
+// attemptEnv is attempt n's whole environment: the shared one, and what
+// carries its token and number.
+func (r *run) attemptEnv(plan sandboxPlan, n int, token string) map[string]string {
+	env := r.sharedEnv(plan)
+	env[protocol.EnvToken] = token
+	env[protocol.EnvAttempt] = fmt.Sprint(n)
+	env["OPENAI_API_KEY"] = token
+	// Each HTTP API the scenario declares, for an ordinary HTTP client: the
+	// gateway's pass-through, the token in its path. The API's own
+	// credential is added by the gateway and never enters the sandbox.
+	for _, a := range r.scen.HTTP {
+		env[a.EnvName()] = sandbox.RelayURL + gateway.HTTPPathPrefix + a.Name + "/" + token
+	}
+	// The scenario's MCP servers, for any MCP client: the gateway's MCP
+	// endpoint (streamable HTTP), the token in its path.
+	if len(r.scen.MCPServers()) > 0 {
+		env[EnvMCPURL] = sandbox.RelayURL + gateway.MCPPathPrefix + token
+	}
+	return env
+}
+
+// startSandbox starts attempt n's sandbox: the standby started ahead for
+// it, handed the attempt's environment, or else a new one. standby says
+// which.
+func (r *run) startSandbox(ctx context.Context, b sandbox.Backend, spec sandbox.Spec) (sb sandbox.Sandbox, standby bool, err error) {
+	h := sandbox.Handover{Attempt: spec.Attempt, Env: spec.Env}
+	st, err := r.standby.take(ctx, spec.Attempt, h)
+	if err != nil {
+		r.log.Warn("the standby could not serve: the attempt starts cold", "attempt", spec.Attempt, "err", err)
+	}
+	if st != nil {
+		return st, true, nil
+	}
+	sb, err = b.Start(ctx, spec)
+	return sb, false, err
 }
 
 // beginAttempt mints attempt n's token and makes the attempt — with the

@@ -96,11 +96,14 @@ const (
 	// CapCopyOut: the sandbox implements Copier (a scenario's report:
 	// file, copied out when the agent reports done).
 	CapCopyOut Capability = "copy-out"
+	// CapStandby: the backend implements Standbys (sandboxes started
+	// ahead, their init waiting for an attempt to take them over).
+	CapStandby Capability = "standby"
 )
 
 // Capabilities lists every optional capability, in a stable order.
 func Capabilities() []Capability {
-	return []Capability{CapFreeze, CapLink, CapExec, CapServices, CapCopyOut}
+	return []Capability{CapFreeze, CapLink, CapExec, CapServices, CapCopyOut, CapStandby}
 }
 
 // Freezer freezes every process of a sandbox, and thaws them.
@@ -185,6 +188,34 @@ type Service interface {
 	Sandbox
 	// Addr is host:port where the harness reaches the service's Port.
 	Addr() string
+}
+
+// Standbys starts sandboxes ahead of the attempts that will use them: the
+// container is made and started, with everything a run's attempts share
+// (the socket dir, the workspace, the limits, the user, the network), and
+// its init waits; the attempt that takes it over hands it what differs per
+// attempt (the token, the attempt number, the environment), and only then
+// does the agent's process start. An agent cannot tell a sandbox taken
+// over from one started cold: its environment, mounts, limits, user and
+// working directory are the same.
+type Standbys interface {
+	// StartStandby creates and starts the sandbox of spec with its init
+	// waiting. spec.SocketDir is required: the handover goes through it.
+	// spec.Env is what every attempt shares; TakeOver adds the rest. A
+	// standby is labelled, listed and reaped as any sandbox of its run and
+	// attempt (ErrNameInUse as Start). Removing one never taken over is
+	// how it is given up.
+	StartStandby(ctx context.Context, spec Spec) (Standby, error)
+}
+
+// Standby is a sandbox started ahead, its agent not yet started.
+type Standby interface {
+	Sandbox
+	// TakeOver hands the waiting init what attempt h.Attempt adds, and it
+	// starts the agent; it returns once the handover is delivered, not
+	// when the agent runs. ErrInvalidSpec when h is for another attempt
+	// than the standby's spec, or a second handover.
+	TakeOver(ctx context.Context, h Handover) error
 }
 
 // Warmer keeps sandboxes' costly parts ready ahead (Docker: network

@@ -772,7 +772,8 @@ func backendsCmd(g *globals) *cobra.Command {
 optional capabilities of each (freeze: the pause fault; link: the disconnect
 fault; exec; services: service containers for worlds and MCP servers;
 copy-out: a scenario's report: file, copied out when the agent reports
-done). A fault or a report: that needs a capability the chosen backend
+done; standby: the next attempt's sandbox started ahead, so that a dead
+agent is resumed at once). A fault or a report: that needs a capability the chosen backend
 lacks is refused by validate and run.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -102,6 +102,9 @@ type AttemptRecord struct {
 	// Renewed marks the attempt a crash loop's reflection let start: a
 	// lesson was verified, and max_attempts counts again from here.
 	Renewed bool `json:"renewed,omitempty"`
+	// Standby marks an attempt that took over a sandbox started ahead
+	// (sandbox.Standbys) instead of starting one.
+	Standby bool `json:"standby,omitempty"`
 }
 
 // EventRecord is one entry of the run's trajectory.

@@ -14,11 +14,12 @@ import (
 // Type is the Docker backend's type: a local Docker engine named by the
 // environment (DOCKER_HOST, ...), connected to when the backend is opened.
 // Its sandboxes can be frozen (docker pause), cut from their run's network
-// (network disconnect), exec'd into, and it runs service containers.
+// (network disconnect), exec'd into, started ahead as standbys, and it runs
+// service containers.
 var Type = sandbox.Type{
 	Name:         "docker",
 	Summary:      "a local Docker engine (API 1.41 or later): containers, named volumes, internal bridge networks",
-	Capabilities: []sandbox.Capability{sandbox.CapFreeze, sandbox.CapLink, sandbox.CapExec, sandbox.CapServices, sandbox.CapCopyOut},
+	Capabilities: []sandbox.Capability{sandbox.CapFreeze, sandbox.CapLink, sandbox.CapExec, sandbox.CapServices, sandbox.CapCopyOut, sandbox.CapStandby},
 	Open:         Open,
 }
 

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -36,6 +37,11 @@ func helper(args []string) int {
 		return 1
 	case "env": // env KEY: print the value
 		fmt.Println(os.Getenv(args[1]))
+		return 0
+	case "environ": // the whole environment, sorted
+		env := os.Environ()
+		slices.Sort(env)
+		fmt.Println(strings.Join(env, "\n"))
 		return 0
 	case "sleep":
 		d, _ := time.ParseDuration(args[1])

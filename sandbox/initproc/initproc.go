@@ -12,6 +12,10 @@
 //   - it reaps every orphan that the pid namespace hands to it, so no zombie accumulates;
 //   - it exits with the agent's exit code (128+N when the agent was killed by signal N).
 //
+// Started as a standby (OVERNIGHT_STANDBY names a directory: sandbox.Standbys), it first waits,
+// doing nothing, until the harness hands over the attempt's environment in that directory
+// (sandbox.Handover), and then goes on as above with it; a signal while it waits ends it (128+N).
+//
 // The package must not interpret what crosses the relay (authentication, fencing and the protocol
 // belong to the harness's gateway), must not write to stdout, and writes to stderr only when it
 // cannot do its job. It runs unprivileged, with no network but loopback.
@@ -30,6 +34,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/overnight-dev/overnight/sandbox"
 )
 
 // Environment variables Main reads.
@@ -47,7 +53,8 @@ const DefaultRelayAddr = "127.0.0.1:7070"
 
 // Exit codes Main returns when the agent itself never ran.
 const (
-	// ExitRelayFailed: the relay could not listen, so the agent was not started.
+	// ExitRelayFailed: the relay could not listen, or a standby's handover
+	// could not be read, so the agent was not started.
 	ExitRelayFailed = 125
 	// ExitCannotExecute: the command exists but could not be started (permission, format).
 	ExitCannotExecute = 126
@@ -84,6 +91,24 @@ func Main(args []string) int {
 	// Outside a container (tests, `overnight init` on a host) orphans would go to the host's
 	// init; as a subreaper they come to us, exactly as they do when we are PID 1.
 	_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+	if dir := os.Getenv(sandbox.EnvStandby); dir != "" {
+		// A standby: nothing runs until an attempt takes it over.
+		h, sig, err := awaitHandover(dir, sigs)
+		switch {
+		case sig != nil:
+			if s, ok := sig.(syscall.Signal); ok {
+				return 128 + int(s)
+			}
+			return 128
+		case err == nil:
+			err = takeOver(h)
+		}
+		if err != nil {
+			errorf("standby: no handover to start the agent with: %v", err)
+			return ExitRelayFailed
+		}
+	}
 
 	env := os.Environ()
 	addr := os.Getenv(EnvRelayAddr)

@@ -120,6 +120,7 @@ var rules = []rule{
 	{"exec", sandbox.CapExec, (*kit).execRule},
 	{"services", sandbox.CapServices, (*kit).servicesRule},
 	{"copy-out", sandbox.CapCopyOut, (*kit).copyOutRule},
+	{"standby", sandbox.CapStandby, (*kit).standbyRule},
 }
 
 // Rules lists the rules' names, in the order Check runs them.
@@ -292,11 +293,13 @@ func (k *kit) typeRule(ctx context.Context) (string, error) {
 	_, execer := sb.(sandbox.Execer)
 	_, services := k.b.(sandbox.Services)
 	_, copier := sb.(sandbox.Copier)
+	_, standbys := k.b.(sandbox.Standbys)
 	check(sandbox.CapFreeze, freezer)
 	check(sandbox.CapLink, cutter)
 	check(sandbox.CapExec, execer)
 	check(sandbox.CapServices, services)
 	check(sandbox.CapCopyOut, copier)
+	check(sandbox.CapStandby, standbys)
 	if len(lies) > 0 {
 		return "", fmt.Errorf("the type's capabilities differ from what its sandboxes implement: %s", strings.Join(lies, "; "))
 	}
@@ -890,4 +893,95 @@ func get(ctx context.Context, url string) (string, error) {
 	var b strings.Builder
 	_, err = bufio.NewReader(resp.Body).WriteTo(&b)
 	return b.String(), err
+}
+
+// standbyRule: a standby's agent does not start before its handover, and
+// then sees exactly what the same attempt started cold sees (the probe's
+// self: environment, user, working directory, mounts, limits).
+func (k *kit) standbyRule(ctx context.Context) (string, error) {
+	st, ok := k.b.(sandbox.Standbys)
+	if !ok {
+		return "", errors.New("the backend declares standby and does not implement sandbox.Standbys")
+	}
+	dir, cleanup, err := sandbox.NewSocketDir()
+	if err != nil {
+		return "", err
+	}
+	defer cleanup()
+	limits := sandbox.Limits{MemoryBytes: 200 << 20, PIDs: 100, NanoCPUs: 500_000_000, TmpBytes: 32 << 20}
+	perAttempt := map[string]string{"OVERNIGHT_TOKEN": "kit-token", "OVERNIGHT_ATTEMPT": "2", "KIT_SHARED": "the attempt's value"}
+	spec := func(run string) sandbox.Spec {
+		s := k.spec(run, 2, "self")
+		s.SocketDir, s.Workspace, s.Limits = dir, true, limits
+		s.Env["KIT_SHARED"] = "the run's value"
+		return s
+	}
+	cold := spec(k.run())
+	for key, v := range perAttempt {
+		cold.Env[key] = v
+	}
+	want, err := k.probe(ctx, cold)
+	if err != nil {
+		return "", fmt.Errorf("cold start: %w", err)
+	}
+
+	run := k.run()
+	sb, err := st.StartStandby(ctx, spec(run))
+	if err != nil {
+		return "", fmt.Errorf("start a standby: %w", err)
+	}
+	defer sb.Remove(context.WithoutCancel(ctx))
+	left, err := k.b.List(ctx)
+	if err != nil {
+		return "", err
+	}
+	if i := slices.IndexFunc(left, func(l sandbox.Leftover) bool { return l.ID == sb.ID() }); i < 0 || left[i].RunID != run || left[i].Attempt != 2 {
+		return "", fmt.Errorf("the backend's List does not show the standby with its run and attempt: %+v", left)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	code, werr := sb.Wait(wctx)
+	cancel()
+	if werr == nil {
+		return "", fmt.Errorf("the standby exited (%d) before its handover", code)
+	}
+	if out, _, err := sb.Logs(ctx); err != nil || len(out) > 0 {
+		return "", fmt.Errorf("the standby's agent ran before its handover (stdout %q, %v)", out, err)
+	}
+	if err := sb.TakeOver(ctx, sandbox.Handover{Attempt: 3, Env: perAttempt}); !errors.Is(err, sandbox.ErrInvalidSpec) {
+		return "", fmt.Errorf("a handover for another attempt: want ErrInvalidSpec, got %v", err)
+	}
+	if err := sb.TakeOver(ctx, sandbox.Handover{Attempt: 2, Env: perAttempt}); err != nil {
+		return "", fmt.Errorf("take over: %w", err)
+	}
+	code, got, errOut, err := finish(ctx, sb)
+	if err != nil {
+		return "", err
+	}
+	if code != 0 {
+		return "", fmt.Errorf("the standby's probe exited %d: %s", code, strings.TrimSpace(errOut))
+	}
+	if got = strings.TrimSpace(got); got != want {
+		return "", fmt.Errorf("a standby taken over differs from a cold start:\n%s", lineDiff(want, got))
+	}
+	if err := k.b.Release(ctx, run); err != nil {
+		return "", err
+	}
+	return "a standby's agent waits for its handover, then sees what a cold start sees (environment, user, cwd, mounts, limits)", nil
+}
+
+// lineDiff lists the lines only in a (-) and only in b (+).
+func lineDiff(a, b string) string {
+	al, bl := strings.Split(a, "\n"), strings.Split(b, "\n")
+	var out []string
+	for _, l := range al {
+		if !slices.Contains(bl, l) {
+			out = append(out, "- "+l)
+		}
+	}
+	for _, l := range bl {
+		if !slices.Contains(al, l) {
+			out = append(out, "+ "+l)
+		}
+	}
+	return strings.Join(out, "\n")
 }

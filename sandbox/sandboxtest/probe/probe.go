@@ -21,7 +21,7 @@ import (
 )
 
 // Usage lists the modes.
-const Usage = `probe MODE [ARGS]: exit CODE OUT ERR | env | whoami | fs | write PATH TEXT | link TARGET PATH | cat PATH |
+const Usage = `probe MODE [ARGS]: exit CODE OUT ERR | env | self | whoami | fs | write PATH TEXT | link TARGET PATH | cat PATH |
 dial HOST:PORT | gateway SOCKET | wait-signal | sleep DURATION | ticker | serve ADDR`
 
 // Main runs one probe and returns its exit code.
@@ -49,6 +49,13 @@ func Main(args []string) int {
 		for _, kv := range env {
 			fmt.Println(kv)
 		}
+		return 0
+	case "self": // what an agent can see of how it runs (see self)
+		out, err := self()
+		if err != nil {
+			return fail(err)
+		}
+		fmt.Print(out)
 		return 0
 	case "whoami": // uid:gid
 		fmt.Printf("%d:%d\n", os.Getuid(), os.Getgid())
@@ -165,4 +172,56 @@ func Main(args []string) int {
 func fail(err error) int {
 	fmt.Fprintln(os.Stderr, "probe:", err)
 	return 1
+}
+
+// self describes what an agent can see of how it was started, for a
+// comparison of two sandboxes: its environment (but HOSTNAME, the
+// container's own), user, groups, working directory, mounts (where, what
+// and how; a tmpfs's size and mode too), and the limits its cgroups put on
+// memory, processes and CPU.
+func self() (string, error) {
+	var b strings.Builder
+	env := os.Environ()
+	sort.Strings(env)
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, "HOSTNAME=") {
+			fmt.Fprintf(&b, "env %s\n", kv)
+		}
+	}
+	groups, _ := os.Getgroups()
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	fmt.Fprintf(&b, "user %d:%d groups %v\ncwd %s\n", os.Getuid(), os.Getgid(), groups, wd)
+	info, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return "", err
+	}
+	var mounts []string
+	for _, line := range strings.Split(strings.TrimSpace(string(info)), "\n") {
+		// ID PARENT MAJ:MIN ROOT POINT OPTS [OPTIONAL...] - FSTYPE SOURCE SUPER
+		pre, post, ok := strings.Cut(line, " - ")
+		f, g := strings.Fields(pre), strings.Fields(post)
+		if !ok || len(f) < 6 || len(g) < 3 {
+			continue
+		}
+		m := fmt.Sprintf("mount %s %s %s", f[4], g[0], f[5])
+		if g[0] == "tmpfs" {
+			m += " " + g[2]
+		}
+		mounts = append(mounts, m)
+	}
+	sort.Strings(mounts)
+	b.WriteString(strings.Join(mounts, "\n") + "\n")
+	for _, f := range []string{
+		"/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory/memory.memsw.limit_in_bytes",
+		"/sys/fs/cgroup/pids/pids.max", "/sys/fs/cgroup/cpu/cpu.cfs_quota_us", "/sys/fs/cgroup/cpu/cpu.cfs_period_us",
+		"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.swap.max", "/sys/fs/cgroup/pids.max", "/sys/fs/cgroup/cpu.max",
+	} {
+		if v, err := os.ReadFile(f); err == nil {
+			fmt.Fprintf(&b, "limit %s %s\n", f, strings.TrimSpace(string(v)))
+		}
+	}
+	return b.String(), nil
 }
