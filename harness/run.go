@@ -202,13 +202,20 @@ func (r *run) put(ctx context.Context, entries ...history.Entry) error {
 // request triggers then finds the sandbox to act on, so where it lands
 // does not depend on how late the engine answered.
 func (r *run) Authenticate(token string) (gateway.Caller, bool) {
+	var since time.Time
 	for {
 		r.mu.Lock()
 		n, ok := r.sup.authenticate(token)
 		pending := r.sup.startPending(n)
 		r.mu.Unlock()
 		if !ok || pending == nil {
+			if !since.IsZero() {
+				r.log.Debug("a request waited for the engine to answer the start of its attempt's sandbox", "attempt", n, "waited", time.Since(since))
+			}
 			return gateway.Caller{Attempt: n}, ok
+		}
+		if since.IsZero() {
+			since = time.Now()
 		}
 		select {
 		case <-pending: // and again, so that the sandbox is noted as running
