@@ -163,7 +163,7 @@ func mcpKinds() []Kind {
 	}
 	crash := mk("mcp-crash", MCPCrash, 4, "mcp-crash:tickets@effect:2",
 		"SIGKILL the stdio MCP server after it received the call and acted, before its answer reaches the harness; the harness starts it again on its data for the next call. "+
-			"The call is in doubt: unknown (MCP has no lookup) unless its tool is idempotent, when a retry under its key runs it again")
+			"The call is in doubt: a retry under its key is reconciled through the tool's lookup when the scenario declares one (mcp.servers[].lookups), else it stays unknown unless its tool is idempotent, when the retry runs it again")
 	crash.Draw = nil // only a stdio server can be killed: scheduled by hand
 	crash.Arg = "[SERVER|SERVER__TOOL]: the calls it hits (a stdio server's; default: every tools/call)"
 	return []Kind{

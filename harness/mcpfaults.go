@@ -116,7 +116,7 @@ func (h *mcpHit) lostMessage(err error) string {
 		return err.Error()
 	}
 	return fmt.Sprintf("MCP server %s was killed (fault %s) after it received the call, before its answer reached the harness; it is started again for the next call, "+
-		"and whether it acted cannot be found out (MCP has no lookup): %v", h.server, h.by, err)
+		"and whether it acted is found out, if at all, by the tool's lookup when the call is retried under its key: %v", h.server, h.by, err)
 }
 
 // afterMCPToxic lets a toxic that acts once the server answered act: an

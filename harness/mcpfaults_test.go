@@ -2,6 +2,7 @@ package harness
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 	"github.com/overnight-dev/overnight/harness/history"
 	"github.com/overnight-dev/overnight/sandbox/protocol"
 	"github.com/overnight-dev/overnight/scenarios"
+	"github.com/overnight-dev/overnight/scenarios/world"
 )
 
 // keyed calls name with args under key, returning the answer and the error.
@@ -186,6 +188,39 @@ var _ = Describe("MCP faults through the gateway, against a real MCP server proc
 		Expect(err).NotTo(HaveOccurred())
 		Expect(strings.Count(string(log), "--- overnight: starting")).To(Equal(2), string(log))
 		Expect(lr.faultRecord().Met).To(BeTrue())
+	})
+
+	It("mcp-crash with a lookup for the tool: the call in doubt is reconciled through the server's read-only tool, done, never run twice", func(ctx SpecContext) {
+		text := strings.Replace(countersScenarioYAML(bin, "agent", "faults: [mcp-crash:counters__add@effect:1]\n"), "  keys: agent\n",
+			"      lookups:\n        add: {tool: calls, found: 'response.structuredContent.calls.exists(c, c.key == key)'}\n  keys: agent\n", 1)
+		scen, err := scenarios.Parse(filepath.Join(GinkgoT().TempDir(), "counters.yaml"), []byte(text))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(scen.MCPServers()[0].Lookups).To(HaveKey("add"))
+		lr := liveMCPRun(scen, Options{})
+		cs := lr.mcpSession(ctx, lr.attempt())
+		_, err = keyed(ctx, cs, "counters__add", "k1", map[string]any{"name": "a", "n": 1})
+		Expect(err).To(HaveOccurred())
+		Expect(err.Error()).To(ContainSubstring("was killed (fault mcp-crash:counters__add@effect:1)"))
+		Expect(lr.effectByKey("k1").Status).To(Equal(protocol.StatusUnknown), "in doubt as the server died")
+
+		res, err := keyed(ctx, cs, "counters__add", "k1", map[string]any{"name": "a", "n": 1})
+		Expect(err).NotTo(HaveOccurred(), "the retry under its key is reconciled, not refused in_doubt")
+		Expect(res.IsError).To(BeFalse())
+		Expect(res.Meta[scenarios.MCPMetaReconciled]).To(BeTrue())
+		e := lr.effectByKey("k1")
+		Expect(e.Status).To(Equal(protocol.StatusDone))
+		Expect(e.Reconciled).To(BeTrue())
+		counters, calls := lr.countersState()
+		Expect(calls).To(HaveLen(1), "the server's own state: the call ran once")
+		Expect(counters["a"]).To(Equal(1))
+
+		// A call the server never received — its intent durable, the
+		// harness gone before it was sent — is found not to have
+		// happened, and a retry under its key runs it.
+		w := lr.r.world
+		out, found, err := world.LookupOf(ctx, w, world.Request{Key: "k/never", Kind: "mcp.counters.add", Args: json.RawMessage(`{"name":"a","n":5}`)})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(found).To(BeFalse(), "%+v", out)
 	})
 })
 

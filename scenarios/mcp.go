@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/overnight-dev/overnight/scenarios/expr"
 )
 
 // MCPKindPrefix starts the effect kind of every tool call to an MCP
@@ -36,6 +38,10 @@ const (
 	// MCPMetaReplayed is set to true in the _meta of a result answered
 	// from the journal rather than by the server.
 	MCPMetaReplayed = "overnight.dev/replayed"
+	// MCPMetaReconciled is set to true in the _meta of the result of a
+	// call left in doubt that the server's lookup found had taken effect:
+	// the server's own answer was lost.
+	MCPMetaReconciled = "overnight.dev/reconciled"
 )
 
 // MCPToolSeparator joins a server's name and a tool's as the agent sees
@@ -67,10 +73,33 @@ type MCPServer struct {
 	Env        map[string]string // a command server's; values may hold MCPDataDir; nil if none
 	URL        string
 	Replayable bool
+	// Lookups are how a call left in doubt is looked for, by the tool
+	// called (nil: none; such a call stays unknown).
+	Lookups map[string]MCPLookup
 	// Dir is the directory a command server runs in: the scenario file's
 	// ("" for a built-in scenario).
 	Dir string
 }
+
+// MCPLookup is how a call of one tool left in doubt is looked for: read
+// only Tool of the same server, called with Args, its answer judged by
+// Found.
+type MCPLookup struct {
+	Tool  string
+	Args  *expr.Program // JSON over args and key; nil: {}
+	Found *expr.Program // bool over args, key and response
+	// At is where the scenario declares it (file:line:column), for an
+	// error found when the server lists its tools.
+	At string
+}
+
+// Variables of an MCP lookup's expressions, beside expr.Args and
+// expr.Response.
+const (
+	// MCPVarKey is the in-doubt call's idempotency key, as the server got
+	// it in _meta (MCPMetaIdempotencyKey).
+	MCPVarKey expr.Var = "key"
+)
 
 // EffectKind is the effect kind of the server's tool: mcp.<server>.<tool>.
 func (s MCPServer) EffectKind(tool string) string { return MCPKindPrefix + s.Name + "." + tool }
@@ -189,6 +218,9 @@ func (b *builder) mcp(m map[string]any, apis []HTTPAPI) *MCP {
 				}
 			}
 		}
+		if lk, ok := sm["lookups"].(map[string]any); ok && len(lk) > 0 {
+			s.Lookups = b.mcpLookups(ptr+"/lookups", path+".lookups", lk)
+		}
 		var ways []string
 		for _, k := range []string{"command", "url", "image"} {
 			if _, ok := sm[k]; ok {
@@ -219,6 +251,34 @@ func (b *builder) mcp(m map[string]any, apis []HTTPAPI) *MCP {
 			}
 		}
 		out.Servers = append(out.Servers, s)
+	}
+	return out
+}
+
+// mcpLookups checks and builds a server's lookups, by tool. Whether each
+// names tools the server lists, the lookup's read-only, is checked when
+// the server lists them (mcpworld).
+func (b *builder) mcpLookups(ptr, path string, m map[string]any) map[string]MCPLookup {
+	out := map[string]MCPLookup{}
+	for tool, v := range m {
+		lm, ok := v.(map[string]any)
+		if !ok {
+			continue
+		}
+		lptr, lpath := ptr+"/"+escapePointer(tool), path+"."+tool
+		n := b.node(lptr)
+		l := MCPLookup{At: fmt.Sprintf("%s:%d:%d", b.file, n.Line, n.Column)}
+		l.Tool, _ = lm["tool"].(string)
+		if l.Tool == tool {
+			b.errAt(lptr+"/tool", "%s.tool: %q is the tool looked up: a call in doubt is looked for with a read-only tool", lpath, l.Tool)
+		}
+		if args, ok := lm["args"].(string); ok && args != "" {
+			l.Args = b.program(lptr+"/args", lpath+".args", args, expr.JSON, expr.Args, MCPVarKey)
+		}
+		if found, ok := lm["found"].(string); ok && found != "" {
+			l.Found = b.program(lptr+"/found", lpath+".found", found, expr.Bool, expr.Args, MCPVarKey, expr.Response)
+		}
+		out[tool] = l
 	}
 	return out
 }

@@ -8,6 +8,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/overnight-dev/overnight/scenarios"
+	"github.com/overnight-dev/overnight/scenarios/expr"
 	"github.com/overnight-dev/overnight/scenarios/invariant"
 )
 
@@ -84,5 +85,30 @@ var _ = Describe("mcp:", func() {
 			`11:39: mcp.servers[1].env: only a command server has an environment (this one runs at http://a)`),
 		Entry("neither world, http nor mcp", "apiVersion: overnight/v1\nkind: Scenario\nname: t\nagent: {builtin: x}\n",
 			`1:1: missing required field "world"`),
+		Entry("a lookup by the tool it looks up, and expressions that do not compile", mcpHeader+`      lookups:
+        create_ticket: {tool: create_ticket, found: 'response.tickets.exists(t, t.key == kee)'}
+        close_ticket: {tool: list_tickets, args: '{"id": args.id} + 1', found: 'true'}
+`,
+			`12:31: mcp.servers[0].lookups.create_ticket.tool: "create_ticket" is the tool looked up: a call in doubt is looked for with a read-only tool`,
+			`12:90: mcp.servers[0].lookups.create_ticket.found: undeclared reference to 'kee'; this expression may use args, key, response`,
+			`13:67: mcp.servers[0].lookups.close_ticket.args: found no matching overload for '_+_' applied to '(map(string, dyn), int)'`),
+		Entry("a lookup without found", mcpHeader+`      lookups:
+        create_ticket: {tool: list_tickets}
+`,
+			`12:24: mcp.servers[0].lookups.create_ticket: missing required field "found"`),
 	)
+
+	It("reads a server's lookups, their expressions over args, key and response", func() {
+		sc := mustParse("mcp.yaml", mcpHeader+`      lookups:
+        create_ticket:
+          tool: list_tickets
+          args: '{"status": "open"}'
+          found: 'response.structuredContent.tickets.exists(t, t.key == key && t.title == args.title)'
+`)
+		l := sc.MCPServers()[0].Lookups["create_ticket"]
+		Expect(l.Tool).To(Equal("list_tickets"))
+		Expect(l.At).To(Equal("mcp.yaml:13:11"))
+		Expect(l.Args).NotTo(BeNil())
+		Expect(l.Found.Vars()).To(ConsistOf(expr.Args, scenarios.MCPVarKey, expr.Response))
+	})
 })

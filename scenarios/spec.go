@@ -147,6 +147,18 @@ type MCPServerFile struct {
 	Image string `json:"image,omitempty" yaml:"image,omitempty" jsonschema:"pattern=^[^\\s]+$"`
 	// A fresh instance of the server, sent the ledger's mutating calls in order, rebuilds its state (for reflection's shadows).
 	Replayable bool `json:"replayable,omitempty" yaml:"replayable,omitempty"`
+	// How the harness finds out whether a call left in doubt (the server died mid-call, the harness crashed) took effect, by the name of the tool called (as the server lists it): a read-only tool of the same server to call and a CEL expression over its answer. A tool without one leaves such a call unknown.
+	Lookups map[string]MCPLookupFile `json:"lookups,omitempty" yaml:"lookups,omitempty" jsonschema:"nullable"`
+}
+
+// MCPLookupFile is how a call of one tool left in doubt is looked for: a read-only tool of the same server, called with args, and whether its answer shows the call took effect.
+type MCPLookupFile struct {
+	// The read-only tool (readOnlyHint) to call, as the server lists it, such as list_tickets.
+	Tool string `json:"tool" yaml:"tool" jsonschema:"required,minLength=1"`
+	// A CEL expression over args (the in-doubt call's arguments) and key (its idempotency key, as the server got it in _meta) giving the read tool's arguments, a JSON object. Default: {}.
+	Args string `json:"args,omitempty" yaml:"args,omitempty" jsonschema:"minLength=1"`
+	// A CEL expression over args, key and response (the read tool's CallToolResult: content, structuredContent, isError) that is true when the in-doubt call took effect, such as response.structuredContent.tickets.exists(t, t.key == key).
+	Found string `json:"found" yaml:"found" jsonschema:"required,minLength=1"`
 }
 
 // HTTPRouteFile is one route of an HTTP API: a method and path, and the effect kind it is.

@@ -5,8 +5,10 @@
 // server's own state, not only in the harness's journal.
 //
 // Tools: add {name, n} (mutating, not idempotent, not destructive), get
-// {name} (readOnlyHint), set {name, value} (idempotentHint) and pay {to,
-// amount} (no annotations: destructive by the spec's default). A counter
+// {name} (readOnlyHint), set {name, value} (idempotentHint), pay {to,
+// amount} (no annotations: destructive by the spec's default) and calls {}
+// (readOnlyHint: every call it executed, each with its key — what a
+// scenario's lookup reads). A counter
 // whose name starts with "die:" makes the server exit once, after it acted
 // and before it answers: the call is in doubt.
 package main
@@ -123,6 +125,19 @@ func main() {
 		handle("set", func(st *state, a args) int { st.Counters[a.Name] = a.Value; return a.Value }))
 	s.AddTool(&mcp.Tool{Name: "pay", Description: "pay an amount", InputSchema: schema("to", "string", "amount", "integer")},
 		handle("pay", func(st *state, a args) int { st.Counters["paid:"+a.To] += a.Amount; return st.Counters["paid:"+a.To] }))
+	s.AddTool(&mcp.Tool{Name: "calls", Description: "every call executed, with its key", InputSchema: schema(),
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			st := load()
+			b, err := json.Marshal(st.Calls)
+			if err != nil {
+				return nil, err
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(b)}},
+				StructuredContent: map[string]any{"calls": st.Calls}}, nil
+		})
 	if err := s.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
 		log.Fatal(err)
 	}

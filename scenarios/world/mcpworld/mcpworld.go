@@ -21,6 +21,12 @@
 // wrapping remote.ErrWorld), and the next call connects again (a stdio
 // server is started again by its Transport).
 //
+// LookupRequest finds out whether a call whose answer was lost took
+// effect: the journal, then the scenario's lookup for its tool (a
+// read-only tool of the server and a CEL expression over its answer,
+// scenarios.MCPLookup), checked against the listed tools when the server
+// connects. Redo restores a fresh instance from a real run's journal.
+//
 // Every answer is journaled in the harness's store (world.OpenJournal), the
 // world's ledger: duplicates are judged from it (a mutating,
 // non-idempotent tool done more than once for the same arguments under
@@ -256,6 +262,10 @@ func (c *Conn) connect(ctx context.Context) (*mcp.ClientSession, error) {
 			return nil, fail("%v", err)
 		}
 	}
+	if err := checkLookups(c.cfg.Server, tools); err != nil {
+		_ = cs.Close()
+		return nil, fail("%v", err)
+	}
 	c.session, c.tools = cs, tools
 	return cs, nil
 }
@@ -483,9 +493,11 @@ func (w *World) Lookup(ctx context.Context, key string) (world.Outcome, bool, er
 	return w.journal.Lookup(ctx, key)
 }
 
-// LookupRequest implements world.RequestLookup: the journal; a call whose
-// answer was never journaled cannot be found out (MCP has no lookup): an
-// error wrapping world.ErrCannotLookup, and the call stays unknown.
+// LookupRequest implements world.RequestLookup: the journal; then, for a
+// call whose answer was never journaled, the scenario's lookup for its
+// tool (lookup.go). A tool without one cannot be found out (MCP has no
+// lookup of its own): an error wrapping world.ErrCannotLookup, and the
+// call stays unknown.
 func (w *World) LookupRequest(ctx context.Context, req world.Request) (world.Outcome, bool, error) {
 	if out, found, err := w.journal.Lookup(ctx, req.Key); err != nil || found {
 		return out, found, err
@@ -493,7 +505,7 @@ func (w *World) LookupRequest(ctx context.Context, req world.Request) (world.Out
 	if w.replay != nil {
 		return world.Outcome{}, false, nil // nothing was sent to a server: a retry is answered from the recording
 	}
-	return world.Outcome{}, false, fmt.Errorf("MCP server %s: whether %s (key %q) happened is unknown (MCP has no lookup): %w", w.cfg.Server.Name, req.Kind, req.Key, world.ErrCannotLookup)
+	return w.lookUp(ctx, req)
 }
 
 // Ledger implements world.World: the journal of answers.

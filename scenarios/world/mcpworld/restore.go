@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/overnight-dev/overnight/sandbox/protocol"
+	"github.com/overnight-dev/overnight/scenarios"
 	"github.com/overnight-dev/overnight/scenarios/world"
 )
 
@@ -16,7 +17,8 @@ import (
 // server answered done is sent again — the same tool, arguments and key
 // in _meta — and its answer must be the recorded one; anything else (a
 // read-only tool's call, which changed nothing; a refusal, which did not
-// act) is journaled as it was, never sent. An answer other than the
+// act) is journaled as it was, never sent; a call reconciled by a lookup
+// (its answer lost) is sent again and must be done. An answer other than the
 // recorded one — another result, a refusal, the call in doubt — is an
 // error wrapping world.ErrNotReplayable naming both answers: the fresh
 // instance does not stand where the real server stood, and nothing should
@@ -36,7 +38,7 @@ func (w *World) Redo(ctx context.Context, e world.LedgerEntry) error {
 	if err != nil {
 		return fmt.Errorf("%w: MCP server %s's fresh instance left ledger entry %d (tools/call %s %s, key %q) in doubt: %w", world.ErrNotReplayable, w.cfg.Server.Name, e.Seq, tool.Name, e.Args, e.Key, err)
 	}
-	if out.Status != protocol.StatusDone || !sameJSON(out.Result, e.Outcome.Result) {
+	if out.Status != protocol.StatusDone || (!reconciled(e.Outcome.Result) && !sameJSON(out.Result, e.Outcome.Result)) {
 		got := string(out.Result)
 		if out.Status != protocol.StatusDone && out.Error != nil {
 			got = fmt.Sprintf("%s (%s: %s)", out.Status, out.Error.Code, out.Error.Message)
@@ -45,6 +47,16 @@ func (w *World) Redo(ctx context.Context, e world.LedgerEntry) error {
 			world.ErrNotReplayable, w.cfg.Server.Name, e.Seq, tool.Name, e.Args, e.Key, snippet([]byte(got)), snippet(e.Outcome.Result))
 	}
 	return nil
+}
+
+// reconciled reports whether result is a call's answer made by its
+// lookup (lookUp), the server's own answer lost: any answer done is its
+// answer again.
+func reconciled(result json.RawMessage) bool {
+	var r struct {
+		Meta map[string]any `json:"_meta"`
+	}
+	return json.Unmarshal(result, &r) == nil && r.Meta[scenarios.MCPMetaReconciled] == true
 }
 
 // sameJSON reports whether a and b are the same JSON value (object keys
