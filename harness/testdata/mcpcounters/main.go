@@ -9,6 +9,10 @@
 // amount} (no annotations: destructive by the spec's default). A counter
 // whose name starts with "die:" makes the server exit once, after it acted
 // and before it answers: the call is in doubt.
+//
+// Over stdio by default; with $OVERNIGHT_MCP_ADDR set (as the harness sets
+// it in an image server's container), over streamable HTTP at /mcp on that
+// address.
 package main
 
 import (
@@ -16,6 +20,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log"
+	"net/http"
 	"os"
 	"strings"
 	"sync"
@@ -123,6 +128,12 @@ func main() {
 		handle("set", func(st *state, a args) int { st.Counters[a.Name] = a.Value; return a.Value }))
 	s.AddTool(&mcp.Tool{Name: "pay", Description: "pay an amount", InputSchema: schema("to", "string", "amount", "integer")},
 		handle("pay", func(st *state, a args) int { st.Counters["paid:"+a.To] += a.Amount; return st.Counters["paid:"+a.To] }))
+	if addr := os.Getenv("OVERNIGHT_MCP_ADDR"); addr != "" {
+		mux := http.NewServeMux()
+		mux.Handle("/mcp", mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
+		log.Printf("counters: serving MCP on http://%s/mcp, state in %s", addr, path)
+		log.Fatal(http.ListenAndServe(addr, mux))
+	}
 	if err := s.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
 		log.Fatal(err)
 	}
