@@ -2,10 +2,12 @@ package harness
 
 import (
 	"context"
+	"path/filepath"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/overnight-dev/overnight/sandbox/docker"
+	"github.com/overnight-dev/overnight/scenarios"
 )
 
 // pool is the Docker backend's pool of network-namespace holders (nil:
@@ -55,4 +57,24 @@ func (l *LiveMCP) Session(ctx context.Context, token string) *mcp.ClientSession 
 func (l *LiveMCP) Counters() map[string]int {
 	c, _ := l.lr.countersState()
 	return c
+}
+
+// StartLiveMCPOf starts a LiveMCP of scen (its MCP servers whatever it
+// declares: an image server's container, say) on a harness of opts.
+func StartLiveMCPOf(scen *scenarios.Scenario, opts Options) *LiveMCP {
+	return &LiveMCP{liveMCPRun(scen, opts)}
+}
+
+// DataDir is the data dir of the run's MCP server name under the state dir.
+func (l *LiveMCP) DataDir(name string) string {
+	s, _ := l.lr.r.scen.MCPServer(name)
+	return filepath.Join(mcpDir(l.lr.h.state, l.lr.r.rec.ID, s), "data")
+}
+
+// Stop ends the run's gateway and closes its harness, as the end of a
+// drive does: the run's MCP servers are stopped. The spec's cleanup then
+// does nothing more.
+func (l *LiveMCP) Stop() {
+	l.lr.stop()
+	l.lr.stop = func() {}
 }

@@ -133,7 +133,19 @@ func (j *janitor) keepOrphanLogs(ctx context.Context, l sandbox.Leftover) sandbo
 			w.Name = ""
 		}
 		_ = sb.Signal(ctx, "SIGKILL")
-		keepWorldLog(ctx, h.log, worldDir(h.state, l.RunID, w), sb, "orphaned: the harness died while it ran; reaped")
+		keepServiceLog(ctx, h.log, filepath.Join(worldDir(h.state, l.RunID, w), "world.log"), sb, "orphaned: the harness died while it ran; reaped")
+		return sb
+	}
+	if name, ok := strings.CutPrefix(l.Service, mcpServicePrefix); ok {
+		// An image MCP server a dead harness left running: its output goes
+		// to its server.log, as when the harness stops it.
+		sb, err := j.b.Attach(ctx, l.ID)
+		if err != nil {
+			h.log.Warn("attach to an orphaned MCP server", "container", l.ID, "err", err)
+			return nil
+		}
+		_ = sb.Signal(ctx, "SIGKILL")
+		keepServiceLog(ctx, h.log, filepath.Join(mcpDir(h.state, l.RunID, scenarios.MCPServer{Name: name}), "server.log"), sb, "orphaned: the harness died while it ran; reaped")
 		return sb
 	}
 	if l.Attempt < 1 {

@@ -212,12 +212,12 @@ func lacksMCPServer(scen *scenarios.Scenario, spec chaos.Spec) []string {
 			return []string{fmt.Sprintf("%s names MCP server %q, which this scenario does not declare (its servers: %s)", spec.Kind, sc.Server, strings.Join(names, ", "))}
 		}
 		if spec.Kind == "mcp-crash" && len(s.Command) == 0 {
-			return []string{fmt.Sprintf("mcp-crash kills a stdio MCP server the harness starts, and %s is reached by URL: name a server with command: (%s)", s.Label(), strings.Join(stdio, ", "))}
+			return []string{fmt.Sprintf("mcp-crash kills a stdio MCP server the harness starts, and %s is not one: name a server with command: (%s)", s.Label(), strings.Join(stdio, ", "))}
 		}
 		return nil
 	}
 	if spec.Kind == "mcp-crash" && len(stdio) == 0 {
-		return []string{"mcp-crash kills a stdio MCP server the harness starts, and every MCP server of this scenario is reached by URL"}
+		return []string{"mcp-crash kills a stdio MCP server the harness starts, and no MCP server of this scenario is one (each is reached by URL or runs as an image)"}
 	}
 	return nil
 }

@@ -33,20 +33,28 @@ const EnvMCPData = "OVERNIGHT_MCP_DATA"
 // its drive. A stdio server is started by its connection, outside the
 // sandbox, in <state>/mcp/<server>-<run id>/ (data/, server.log with its
 // stderr, server.pid), tied to the harness's life (Pdeathsig), and started
-// again on its data when a call finds it dead.
+// again on its data when a call finds it dead. An image server is a
+// container beside the run's sandboxes (mcpimage.go), with the same
+// directory (data/ mounted in it, server.log with its output).
 type mcpServers struct {
+	h     *Harness
 	state string
 	log   *slog.Logger
 
 	mu    sync.Mutex
 	conns map[string]map[string]*mcpConn // by run id, then server name
+
+	heldMu sync.Mutex
+	held   map[string]int // image servers' containers running or starting, by run id
 }
 
 type mcpConn struct {
 	conn *mcpworld.Conn
+	stop func() // ends what the connection started (a container); nil: nothing
 
 	mu  sync.Mutex
-	cmd *exec.Cmd // the stdio server's process as last started (nil: a URL server)
+	cmd *exec.Cmd     // the stdio server's process as last started (nil: a URL or image server)
+	svc *mcpContainer // the image server's container now (nil: none, or not an image server)
 
 	// crash, when set, SIGKILLs the stdio server as its next answer
 	// arrives, which is then lost (an mcp-crash fault; see crashingConn).
@@ -57,12 +65,12 @@ func (h *Harness) mcpServers() *mcpServers {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.mcp == nil {
-		h.mcp = &mcpServers{state: h.state, log: h.log, conns: map[string]map[string]*mcpConn{}}
+		h.mcp = &mcpServers{h: h, state: h.state, log: h.log, conns: map[string]map[string]*mcpConn{}, held: map[string]int{}}
 	}
 	return h.mcp
 }
 
-// mcpDir is the directory of run runID's stdio server s.
+// mcpDir is the directory of run runID's stdio or image server s.
 func mcpDir(state, runID string, s scenarios.MCPServer) string {
 	return filepath.Join(state, "mcp", s.Name+"-"+runID)
 }
@@ -77,7 +85,20 @@ func (p *mcpServers) conn(ctx context.Context, runID string, s scenarios.MCPServ
 	}
 	mc := &mcpConn{}
 	cfg := mcpworld.Config{Server: s}
-	if len(s.Command) > 0 {
+	switch {
+	case s.Image != "":
+		// Started before the first initialize, so that an image not on
+		// the engine is that error (sandbox.ErrImageNotFound).
+		if _, err := p.ensureImage(ctx, runID, s, mc); err != nil {
+			mc.mu.Lock()
+			p.retireImage(ctx, runID, s, mc, "it did not start")
+			mc.mu.Unlock()
+			return nil, fmt.Errorf("%w: %s: %w", mcpworld.ErrServer, s.Label(), err)
+		}
+		cfg.Transport = func(ctx context.Context) (mcp.Transport, error) { return p.imageTransport(ctx, runID, s, mc) }
+		cfg.Describe = func() string { return p.describeImage(runID, s, mc) }
+		mc.stop = func() { p.stopImage(runID, s, mc) }
+	case len(s.Command) > 0:
 		dir := mcpDir(p.state, runID, s)
 		cfg.Transport = func(context.Context) (mcp.Transport, error) { return p.start(runID, s, dir, mc) }
 		cfg.Describe = func() string {
@@ -86,7 +107,7 @@ func (p *mcpServers) conn(ctx context.Context, runID string, s scenarios.MCPServ
 	}
 	c, err := mcpworld.Dial(ctx, cfg)
 	if err != nil {
-		mc.kill(0)
+		mc.close()
 		return nil, err
 	}
 	mc.conn = c
@@ -184,7 +205,7 @@ func (mc *mcpConn) pid() int {
 	return mc.cmd.Process.Pid
 }
 
-// close ends the connection and the server's process.
+// close ends the connection and the server's process or container.
 func (mc *mcpConn) close() {
 	done := make(chan struct{})
 	go func() {
@@ -198,6 +219,9 @@ func (mc *mcpConn) close() {
 	case <-time.After(5 * time.Second):
 	}
 	mc.kill(0)
+	if mc.stop != nil {
+		mc.stop()
+	}
 }
 
 // stop ends run runID's MCP servers' connections and processes.

@@ -188,7 +188,7 @@ func (iw *imageWorlds) retire(ctx context.Context, runID string, e *imageWorld, 
 	e.cur = nil
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	keepWorldLog(ctx, iw.h.log, worldDir(iw.h.state, runID, e.w), c.svc, why)
+	keepServiceLog(ctx, iw.h.log, filepath.Join(worldDir(iw.h.state, runID, e.w), "world.log"), c.svc, why)
 	if err := c.svc.Remove(ctx); err != nil {
 		iw.h.log.Warn("remove the run's image world", "run", runID, "container", c.svc.ID(), "err", err)
 	}
@@ -198,12 +198,13 @@ func (iw *imageWorlds) retire(ctx context.Context, runID string, e *imageWorld, 
 	}
 }
 
-// keepWorldLog appends what an image world's container wrote to world.log
-// in dir, with a line saying why it stopped.
-func keepWorldLog(ctx context.Context, log *slog.Logger, dir string, sb sandbox.Sandbox, why string) {
+// keepServiceLog appends what a service container (an image world, an
+// image MCP server) wrote to the log at path, with a line saying why it
+// stopped.
+func keepServiceLog(ctx context.Context, log *slog.Logger, path string, sb sandbox.Sandbox, why string) {
 	stdout, stderr, err := sb.Logs(ctx)
 	if err != nil {
-		log.Warn("read the output of an image world", "container", sb.ID(), "err", err)
+		log.Warn("read the output of a service container", "container", sb.ID(), "err", err)
 	}
 	var b strings.Builder
 	b.Write(stdout)
@@ -215,7 +216,7 @@ func keepWorldLog(ctx context.Context, log *slog.Logger, dir string, sb sandbox.
 		b.WriteString("\n")
 	}
 	fmt.Fprintf(&b, "--- overnight: container %.12s removed at %s: %s\n", sb.ID(), time.Now().UTC().Format(time.RFC3339), why)
-	appendLog(filepath.Join(dir, "world.log"), b.String())
+	appendLog(path, b.String())
 }
 
 // appendLog appends text to the log at path, best effort.
@@ -246,19 +247,24 @@ func (iw *imageWorlds) stop(ctx context.Context, runID string) {
 	if c == nil {
 		return
 	}
-	why := "stopped by the harness"
+	iw.retire(ctx, runID, e, terminate(ctx, c.svc, c.done, c.exited))
+}
+
+// terminate asks a service container to stop (SIGTERM) and waits for it
+// (closed done) 5 s at most; it says why it stopped, for its log.
+func terminate(ctx context.Context, svc sandbox.Service, done <-chan struct{}, exited func() string) string {
 	select {
-	case <-c.done:
-		why = c.exited()
+	case <-done:
+		return exited()
 	default:
-		_ = c.svc.Signal(ctx, "SIGTERM")
-		select {
-		case <-c.done:
-		case <-time.After(5 * time.Second):
-		case <-ctx.Done():
-		}
 	}
-	iw.retire(ctx, runID, e, why)
+	_ = svc.Signal(ctx, "SIGTERM")
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+	case <-ctx.Done():
+	}
+	return "stopped by the harness"
 }
 
 // stopAll ends every image world this harness runs.

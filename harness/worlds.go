@@ -278,13 +278,14 @@ func (h *Harness) releaseWorld(runID string, w scenarios.World, isolated bool) {
 	}
 }
 
-// holdsWorld reports whether this harness runs a command or image world
-// of run runID now: the janitor reaps nothing of such a run.
+// holdsWorld reports whether this harness runs an image world or an
+// image MCP server of run runID now (or is starting one): the janitor
+// reaps nothing of such a run.
 func (h *Harness) holdsWorld(runID string) bool {
 	h.mu.Lock()
-	images := h.images
+	images, mcp := h.images, h.mcp
 	h.mu.Unlock()
-	return images != nil && images.holds(runID)
+	return (images != nil && images.holds(runID)) || (mcp != nil && mcp.holdsImage(runID))
 }
 
 // killWorld kills run runID's command or image world at once (the

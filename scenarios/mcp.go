@@ -48,9 +48,20 @@ const (
 // the tool: <server>__<tool>.
 const MCPToolSeparator = "__"
 
-// MCPDataDir is the placeholder a command server's env values may use for
-// its data directory under the state dir.
+// MCPDataDir is the placeholder a command or image server's env values
+// may use for its data directory under the state dir (MCPImageDataDir
+// inside an image server's container).
 const MCPDataDir = "{{data_dir}}"
+
+// MCPImageDataDir is where an image server's data directory is mounted
+// inside its container: what MCPDataDir stands for in its env.
+const MCPImageDataDir = "/data"
+
+// The defaults of an image server's endpoint inside its container.
+const (
+	DefaultMCPPort = 8080   // MCPServer.Port
+	DefaultMCPPath = "/mcp" // MCPServer.Path
+)
 
 // mcpToolName is what an OpenAI-style tool list accepts as a name.
 var mcpToolName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
@@ -66,12 +77,16 @@ type MCP struct {
 }
 
 // MCPServer is one MCP server of mcp.servers: a stdio Command the harness
-// starts, or a streamable HTTP URL already running.
+// starts, a streamable HTTP URL already running, or an Image the harness
+// runs as a container per run.
 type MCPServer struct {
 	Name       string
 	Command    []string
-	Env        map[string]string // a command server's; values may hold MCPDataDir; nil if none
+	Env        map[string]string // a command or image server's; values may hold MCPDataDir; nil if none
 	URL        string
+	Image      string // an image already on the engine, run as a container per run
+	Port       int    // an image server's port inside its container (DefaultMCPPort)
+	Path       string // an image server's streamable HTTP path (DefaultMCPPath)
 	Replayable bool
 	// Lookups are how a call left in doubt is looked for, by the tool
 	// called (nil: none; such a call stays unknown).
@@ -111,6 +126,9 @@ func (s MCPServer) ToolName(tool string) string { return s.Name + MCPToolSeparat
 func (s MCPServer) Label() string {
 	if s.URL != "" {
 		return fmt.Sprintf("MCP server %s (%s)", s.Name, s.URL)
+	}
+	if s.Image != "" {
+		return fmt.Sprintf("MCP server %s (image %s)", s.Name, s.Image)
 	}
 	return fmt.Sprintf("MCP server %s (%s)", s.Name, strings.Join(s.Command, " "))
 }
@@ -204,6 +222,11 @@ func (b *builder) mcp(m map[string]any, apis []HTTPAPI) *MCP {
 			}
 		}
 		s.URL, _ = sm["url"].(string)
+		s.Image, _ = sm["image"].(string)
+		if p, ok := sm["port"].(int64); ok {
+			s.Port = int(p)
+		}
+		s.Path, _ = sm["path"].(string)
 		s.Replayable, _ = sm["replayable"].(bool)
 		if env, ok := sm["env"].(map[string]any); ok && len(env) > 0 {
 			s.Env = map[string]string{}
@@ -228,19 +251,30 @@ func (b *builder) mcp(m map[string]any, apis []HTTPAPI) *MCP {
 			}
 		}
 		switch {
-		case slices.Contains(ways, "image"):
-			b.errAt(ptr+"/image", "%s.image: an MCP server run as an image is not supported yet (give command: for a stdio server, or url: for one already running)", path)
 		case len(ways) > 1:
-			b.errAt(ptr+"/"+ways[1], "%s: give one of command and url, not %s", path, strings.Join(ways, " and "))
+			b.errAt(ptr+"/"+ways[1], "%s: give one of command, url and image, not %s", path, strings.Join(ways, " and "))
 		case len(ways) == 0:
-			b.errAt(ptr, "%s: give command: (a stdio server the harness starts) or url: (a streamable HTTP server already running)", path)
+			b.errAt(ptr, "%s: give command: (a stdio server the harness starts), url: (a streamable HTTP server already running) or image: (a container the harness runs)", path)
+		}
+		for _, k := range []string{"port", "path"} {
+			if _, ok := sm[k]; ok && s.Image == "" {
+				b.errAt(ptr+"/"+k, "%s.%s: only an image server has one", path, k)
+			}
+		}
+		if s.Image != "" {
+			if s.Port == 0 {
+				s.Port = DefaultMCPPort
+			}
+			if s.Path == "" {
+				s.Path = DefaultMCPPath
+			}
 		}
 		if s.URL != "" {
 			if u, err := url.Parse(s.URL); err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
 				b.errAt(ptr+"/url", "%s.url: %q is not an http(s) URL", path, s.URL)
 			}
 			if _, ok := sm["env"]; ok {
-				b.errAt(ptr+"/env", "%s.env: only a command server has an environment (this one runs at %s)", path, s.URL)
+				b.errAt(ptr+"/env", "%s.env: only a command or image server has an environment (this one runs at %s)", path, s.URL)
 			}
 		}
 		if len(s.Command) > 0 {

@@ -56,6 +56,23 @@ var _ = Describe("mcp:", func() {
 			"without world: or goal:, the defaults leave goal-reached out")
 	})
 
+	It("reads an image server, its port and path defaulted, its env's {{data_dir}} kept for the harness", func() {
+		sc := mustParse("dir/mcp.yaml", mcpHeader+`    - {name: pay, image: "pay-mcp:1", env: {PAY_DB: "{{data_dir}}/pay.json"}}
+    - {name: shop, image: "shop-mcp:2", port: 9000, path: /rpc}
+`)
+		pay, ok := sc.MCPServer("pay")
+		Expect(ok).To(BeTrue())
+		Expect(pay.Image).To(Equal("pay-mcp:1"))
+		Expect(pay.Port).To(Equal(scenarios.DefaultMCPPort))
+		Expect(pay.Path).To(Equal(scenarios.DefaultMCPPath))
+		Expect(pay.Env).To(Equal(map[string]string{"PAY_DB": "{{data_dir}}/pay.json"}))
+		Expect(pay.Dir).To(BeEmpty())
+		Expect(pay.Label()).To(Equal("MCP server pay (image pay-mcp:1)"))
+		shop, _ := sc.MCPServer("shop")
+		Expect(shop.Port).To(Equal(9000))
+		Expect(shop.Path).To(Equal("/rpc"))
+	})
+
 	It("defaults keys to agent", func() {
 		Expect(mustParse("mcp.yaml", mcpHeader).MCP.Keys).To(Equal(scenarios.MCPKeysAgent))
 		Expect(mustParse("mcp.yaml", mcpHeader+"  keys: derived\n").MCP.Keys).To(Equal(scenarios.MCPKeysDerived))
@@ -66,12 +83,18 @@ var _ = Describe("mcp:", func() {
 			_, err := scenarios.Parse("mcp.yaml", []byte(text))
 			Expect(positioned("mcp.yaml", err)).To(Equal(want))
 		},
-		Entry("an image server", mcpHeader+"    - {name: pay, image: 'pay-mcp:1'}\n",
-			`11:26: mcp.servers[1].image: an MCP server run as an image is not supported yet (give command: for a stdio server, or url: for one already running)`),
 		Entry("both command and url", mcpHeader+"    - {name: two, command: [x], url: 'http://a'}\n",
-			`11:38: mcp.servers[1]: give one of command and url, not command and url`),
-		Entry("neither command nor url", mcpHeader+"    - {name: none}\n",
-			`11:7: mcp.servers[1]: give command: (a stdio server the harness starts) or url: (a streamable HTTP server already running)`),
+			`11:38: mcp.servers[1]: give one of command, url and image, not command and url`),
+		Entry("both url and image", mcpHeader+"    - {name: two, url: 'http://a', image: 'pay-mcp:1'}\n",
+			`11:43: mcp.servers[1]: give one of command, url and image, not url and image`),
+		Entry("neither command, url nor image", mcpHeader+"    - {name: none}\n",
+			`11:7: mcp.servers[1]: give command: (a stdio server the harness starts), url: (a streamable HTTP server already running) or image: (a container the harness runs)`),
+		Entry("port and path on a server that is not an image", mcpHeader+"    - {name: u, url: 'http://a', port: 80, path: /x}\n",
+			`11:40: mcp.servers[1].port: only an image server has one`,
+			`11:50: mcp.servers[1].path: only an image server has one`),
+		Entry("a port out of range and a path without its slash", mcpHeader+"    - {name: pay, image: 'pay-mcp:1', port: 70000, path: mcp}\n",
+			`11:45: mcp.servers[1].port: 70000 is too large (at most 65535)`,
+			`11:58: mcp.servers[1].path: "mcp" does not match ^/[^\s]*$`),
 		Entry("a name repeated, and one of an HTTP API", mcpHeader+"    - {name: tickets, url: 'http://a'}\n    - {name: etcd, url: 'http://a'}\nhttp:\n  - {name: etcd, base_url: 'http://x', routes: [{route: GET /a, kind: a}]}\n",
 			`11:14: mcp.servers[1].name: "tickets" is already declared at line 7 column 13`,
 			`12:14: mcp.servers[2].name: "etcd" is already the name of the HTTP API at line 14 column 12`),
@@ -82,7 +105,7 @@ var _ = Describe("mcp:", func() {
 		Entry("a placeholder that is not data_dir, and a reserved variable", strings.Replace(mcpHeader, "{{data_dir}}/tickets.json", "{{url}}", 1)+"      # x\n",
 			`9:25: mcp.servers[0].env.TICKETS_DB: "{{url}}": the only placeholder is {{data_dir}}`),
 		Entry("env on a URL server", mcpHeader+"    - {name: u, url: 'http://a', env: {A: b}}\n",
-			`11:39: mcp.servers[1].env: only a command server has an environment (this one runs at http://a)`),
+			`11:39: mcp.servers[1].env: only a command or image server has an environment (this one runs at http://a)`),
 		Entry("neither world, http nor mcp", "apiVersion: overnight/v1\nkind: Scenario\nname: t\nagent: {builtin: x}\n",
 			`1:1: missing required field "world"`),
 		Entry("a lookup by the tool it looks up, and expressions that do not compile", mcpHeader+`      lookups:

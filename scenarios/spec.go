@@ -127,24 +127,28 @@ type HTTPFile struct {
 // MCPFile is the mcp: block: the MCP servers the gateway fronts, and where a tool call's
 // idempotency key comes from.
 type MCPFile struct {
-	// The MCP servers, each a stdio command the harness starts or a streamable HTTP URL already running.
+	// The MCP servers, each a stdio command the harness starts, a streamable HTTP URL already running, or an image the harness runs as a container per run.
 	Servers []MCPServerFile `json:"servers" yaml:"servers" jsonschema:"required,minItems=1"`
 	// Where a tools/call's idempotency key comes from: agent (the call's _meta["overnight.dev/idempotency-key"]; a call without one is unkeyed) or derived (a call without one gets a key the harness derives from the attempt's last durable checkpoint, the call's ordinal among the mutating calls since it, the tool and its arguments' digest; read-only calls stay unkeyed).
 	Keys string `json:"keys,omitempty" yaml:"keys,omitempty" jsonschema:"enum=agent,enum=derived"`
 }
 
-// MCPServerFile is one MCP server: exactly one of command and url (image is not supported yet).
+// MCPServerFile is one MCP server: exactly one of command, url and image.
 type MCPServerFile struct {
 	// The server's name: lowercase letters, digits, '_' and '-', starting with a letter, without "__". It names the effect kinds (mcp.NAME.TOOL) and prefixes its tools as the agent sees them (NAME__TOOL).
 	Name string `json:"name" yaml:"name" jsonschema:"required,pattern=^[a-z][a-z0-9_-]*$,maxLength=40"`
 	// A stdio server the harness starts (outside the sandbox), run in the scenario file's directory, such as [python3, tickets.py].
 	Command []string `json:"command,omitempty" yaml:"command,omitempty" jsonschema:"minItems=1"`
-	// The environment of a command server, added to the harness's own; {{data_dir}} in a value is the server's data directory under the state dir.
+	// The environment of a command server (added to the harness's own) or an image server (its container's, added to its image's); {{data_dir}} in a value is the server's data directory (under the state dir; /data inside an image server's container).
 	Env map[string]string `json:"env,omitempty" yaml:"env,omitempty" jsonschema:"nullable" jsonschema_extras:"propertyNames=^[A-Za-z_][A-Za-z0-9_]*$"`
 	// A server already running, reached over streamable HTTP at this http(s) URL.
 	URL string `json:"url,omitempty" yaml:"url,omitempty" jsonschema:"pattern=^https?://[^\\s]+$"`
-	// A server run as a container of this image: not supported yet.
+	// A server the harness runs per run as a container of this image (already on the engine), speaking streamable HTTP on port at path, on a network the harness reaches and the agent's sandbox does not.
 	Image string `json:"image,omitempty" yaml:"image,omitempty" jsonschema:"pattern=^[^\\s]+$"`
+	// The port an image server listens on inside its container. Default: 8080.
+	Port int `json:"port,omitempty" yaml:"port,omitempty" jsonschema:"minimum=1,maximum=65535"`
+	// The path of an image server's streamable HTTP endpoint. Default: /mcp.
+	Path string `json:"path,omitempty" yaml:"path,omitempty" jsonschema:"pattern=^/[^\\s]*$"`
 	// A fresh instance of the server, sent the ledger's mutating calls in order, rebuilds its state (for reflection's shadows).
 	Replayable bool `json:"replayable,omitempty" yaml:"replayable,omitempty"`
 	// How the harness finds out whether a call left in doubt (the server died mid-call, the harness crashed) took effect, by the name of the tool called (as the server lists it): a read-only tool of the same server to call and a CEL expression over its answer. A tool without one leaves such a call unknown.

@@ -11,6 +11,10 @@
 // scenario's lookup reads). A counter
 // whose name starts with "die:" makes the server exit once, after it acted
 // and before it answers: the call is in doubt.
+//
+// Over stdio by default; with $OVERNIGHT_MCP_ADDR set (as the harness sets
+// it in an image server's container), over streamable HTTP at /mcp on that
+// address.
 package main
 
 import (
@@ -18,6 +22,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log"
+	"net/http"
 	"os"
 	"strings"
 	"sync"
@@ -138,6 +143,12 @@ func main() {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(b)}},
 				StructuredContent: map[string]any{"calls": st.Calls}}, nil
 		})
+	if addr := os.Getenv("OVERNIGHT_MCP_ADDR"); addr != "" {
+		mux := http.NewServeMux()
+		mux.Handle("/mcp", mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
+		log.Printf("counters: serving MCP on http://%s/mcp, state in %s", addr, path)
+		log.Fatal(http.ListenAndServe(addr, mux))
+	}
 	if err := s.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
 		log.Fatal(err)
 	}

@@ -235,7 +235,7 @@ func (c *Conn) connect(ctx context.Context) (*mcp.ClientSession, error) {
 	if err != nil {
 		return nil, fail("%v", err)
 	}
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+	ctx, cancel := detached(ctx, c.cfg.Timeout)
 	defer cancel()
 	client := mcp.NewClient(&mcp.Implementation{Name: "overnight", Version: "v1"}, nil)
 	cs, err := client.Connect(ctx, t, nil)
@@ -268,6 +268,18 @@ func (c *Conn) connect(ctx context.Context) (*mcp.ClientSession, error) {
 	}
 	c.session, c.tools = cs, tools
 	return cs, nil
+}
+
+// detached is a context for a request to the server, ended by ctx's end
+// or timeout, that carries none of ctx's values: ctx may be the agent's
+// request to the gateway's own MCP endpoint, whose values the SDK reads
+// (the protocol version the agent negotiated, sent to the server as a
+// header by its streamable HTTP client, which a server that negotiated
+// another refuses).
+func detached(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
+	out, cancel := context.WithTimeout(context.Background(), timeout)
+	stop := context.AfterFunc(ctx, cancel)
+	return out, func() { stop(); cancel() }
 }
 
 // Tools are the server's tools as last listed.
@@ -431,7 +443,7 @@ func (w *World) Execute(ctx context.Context, req world.Request) (world.Outcome, 
 	if len(req.Args) > 0 && string(req.Args) != "null" {
 		args = req.Args
 	}
-	cctx, cancel := context.WithTimeout(ctx, w.conn.cfg.Timeout)
+	cctx, cancel := detached(ctx, w.conn.cfg.Timeout)
 	defer cancel()
 	res, err := cs.CallTool(cctx, &mcp.CallToolParams{
 		Meta: mcp.Meta{scenarios.MCPMetaIdempotencyKey: req.Key}, Name: tool.Name, Arguments: args,
@@ -456,9 +468,9 @@ func (w *World) Execute(ctx context.Context, req world.Request) (world.Outcome, 
 				"MCP server %s refused tools/call %s: %s (JSON-RPC %d)", w.cfg.Server.Name, tool.Name, rpc.Message, rpc.Code)
 			break
 		}
-		if !errors.As(err, &rpc) {
+		if !errors.As(err, &rpc) || transportFailed(rpc) {
 			// The connection is gone or broken: connect again next time (a
-			// stdio server is started again).
+			// stdio or image server is started again).
 			w.conn.drop(cs)
 		}
 		return world.Outcome{}, &ServerError{Server: w.cfg.Server.Name, Tool: tool.Name, Msg: err.Error() + ": the call is in doubt"}
@@ -468,6 +480,26 @@ func (w *World) Execute(ctx context.Context, req world.Request) (world.Outcome, 
 		return world.Outcome{}, fmt.Errorf("journal the answer of MCP server %s to %s (key %q): %w", w.cfg.Server.Name, tool.Name, req.Key, err)
 	}
 	return out, nil
+}
+
+// The JSON-RPC codes the SDK's client side gives a call that failed
+// below JSON-RPC — its streamable HTTP transport's request refused or
+// broken (the server gone, a session it no longer knows), the connection
+// closing — rather than an answer of the server's.
+const (
+	codeRejectedByTransport = -32005
+	codeServerClosing       = -32004
+	codeClientClosing       = -32003
+)
+
+// transportFailed reports whether rpc is the SDK's client side saying the
+// call failed below JSON-RPC: the session is not to be used again.
+func transportFailed(rpc *jsonrpc.Error) bool {
+	switch rpc.Code {
+	case codeRejectedByTransport, codeServerClosing, codeClientClosing:
+		return true
+	}
+	return false
 }
 
 // toolText is the text of a tool's answer, for a message.
