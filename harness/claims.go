@@ -9,6 +9,7 @@ import (
 
 	"github.com/overnight-dev/overnight/harness/history"
 	"github.com/overnight-dev/overnight/scenarios"
+	"github.com/overnight-dev/overnight/scenarios/expr"
 	"github.com/overnight-dev/overnight/scenarios/world"
 )
 
@@ -33,43 +34,65 @@ func (j claimsJudge) judge(ctx context.Context, raw json.RawMessage) (*history.C
 		return nil, err
 	}
 	var state any
+	var stateErr error
 	stateRead := false
-	results := make([]world.ClaimResult, 0, len(claims))
-	for _, c := range claims {
-		prg := j.scen.Claims[c.Name]
-		if prg == nil {
-			res, err := world.CheckClaim(ctx, j.world, c)
-			if err != nil {
-				res = world.ClaimResult{Claim: c, Verdict: world.ClaimUnknown, Detail: err.Error()}
+	cons := &history.Consistency{Verdict: history.Consistent, Claims: make([]history.ClaimVerdict, len(claims))}
+	var contradicted, unknown []string
+	for i, c := range claims {
+		var res world.ClaimResult
+		if prg := j.scen.Claims[c.Name]; prg != nil {
+			if !stateRead {
+				stateRead = true
+				state, stateErr = j.state(ctx)
 			}
-			results = append(results, res)
-			continue
+			res = judgeByCEL(ctx, prg, c, state, stateErr)
+		} else if res, err = world.CheckClaim(ctx, j.world, c); err != nil {
+			res = world.ClaimResult{Claim: c, Verdict: world.ClaimUnknown, Detail: err.Error()}
 		}
-		if !stateRead {
-			stateRead = true
-			state, err = j.state(ctx)
+		cons.Claims[i] = history.ClaimVerdict{Name: c.Name, Verdict: res.Verdict, Detail: res.Detail}
+		switch res.Verdict {
+		case world.ClaimHolds:
+		case world.ClaimContradicted:
+			contradicted = append(contradicted, c.Name+" "+string(c.Value)+": "+res.Detail)
+		case world.ClaimUnknown:
+			unknown = append(unknown, c.Name+" "+string(c.Value)+": "+res.Detail)
 		}
-		res := world.ClaimResult{Claim: c, Verdict: world.ClaimUnknown}
-		var value any
+	}
+	switch {
+	case len(contradicted) > 0:
+		cons.Verdict, cons.Reason = history.Poisoned, "the world contradicts "+strings.Join(contradicted, "; ")
+	case len(unknown) > 0:
+		cons.Verdict, cons.Reason = history.ConsistencyUnknown, "the world cannot judge "+strings.Join(unknown, "; ")
+	case len(claims) == 1:
+		cons.Reason = "the world shows its 1 claim"
+	default:
+		cons.Reason = "the world shows all " + strconv.Itoa(len(claims)) + " claims"
+	}
+	return cons, nil
+}
+
+// judgeByCEL judges c by the scenario's CEL program prg over the world's
+// state (or says why it cannot: stateErr).
+func judgeByCEL(ctx context.Context, prg *expr.Program, c world.Claim, state any, stateErr error) world.ClaimResult {
+	res := world.ClaimResult{Claim: c, Verdict: world.ClaimUnknown}
+	var value any
+	switch {
+	case stateErr != nil:
+		res.Detail = fmt.Sprintf("claims.%s: the world's state: %v", c.Name, stateErr)
+	case json.Unmarshal(c.Value, &value) != nil:
+		res.Detail = fmt.Sprintf("claims.%s: the claim's value is not JSON", c.Name)
+	default:
+		ok, err := prg.EvalBool(ctx, map[string]any{string(scenarios.ClaimVarState): state, string(scenarios.ClaimVarClaim): value})
 		switch {
 		case err != nil:
-			res.Detail = fmt.Sprintf("claims.%s: the world's state: %v", c.Name, err)
-		case json.Unmarshal(c.Value, &value) != nil:
-			res.Detail = fmt.Sprintf("claims.%s: the claim's value is not JSON", c.Name)
+			res.Detail = fmt.Sprintf("claims.%s: %v", c.Name, err)
+		case ok:
+			res.Verdict, res.Detail = world.ClaimHolds, fmt.Sprintf("claims.%s holds: %s", c.Name, prg.Source())
 		default:
-			ok, eerr := prg.EvalBool(ctx, map[string]any{string(scenarios.ClaimVarState): state, string(scenarios.ClaimVarClaim): value})
-			switch {
-			case eerr != nil:
-				res.Detail = fmt.Sprintf("claims.%s: %v", c.Name, eerr)
-			case ok:
-				res.Verdict, res.Detail = world.ClaimHolds, fmt.Sprintf("claims.%s holds: %s", c.Name, prg.Source())
-			default:
-				res.Verdict, res.Detail = world.ClaimContradicted, fmt.Sprintf("claims.%s is false: %s", c.Name, prg.Source())
-			}
+			res.Verdict, res.Detail = world.ClaimContradicted, fmt.Sprintf("claims.%s is false: %s", c.Name, prg.Source())
 		}
-		results = append(results, res)
 	}
-	return consistencyOf(results), nil
+	return res
 }
 
 // state is the world's snapshot, decoded for CEL.
@@ -83,37 +106,4 @@ func (j claimsJudge) state(ctx context.Context) (any, error) {
 		return nil, fmt.Errorf("decode the world's snapshot: %w", err)
 	}
 	return v, nil
-}
-
-// consistencyOf sums up claim results: poisoned if the world contradicts
-// any, consistent if it shows them all, unknown otherwise.
-func consistencyOf(results []world.ClaimResult) *history.Consistency {
-	var contradicted, unknown []string
-	for _, r := range results {
-		if r.Verdict == world.ClaimHolds {
-			continue
-		}
-		what := r.Claim.Name + " " + string(r.Claim.Value) + ": " + r.Detail
-		if r.Verdict == world.ClaimContradicted {
-			contradicted = append(contradicted, what)
-		} else if r.Verdict == world.ClaimUnknown {
-			unknown = append(unknown, what)
-		}
-	}
-	c := &history.Consistency{Verdict: history.Consistent, Claims: make([]history.ClaimVerdict, len(results))}
-	for i, r := range results {
-		c.Claims[i] = history.ClaimVerdict{Name: r.Claim.Name, Verdict: r.Verdict, Detail: r.Detail}
-	}
-	switch {
-	case len(contradicted) > 0:
-		c.Verdict, c.Reason = history.Poisoned, "the world contradicts "+strings.Join(contradicted, "; ")
-	case len(unknown) > 0:
-		c.Verdict, c.Reason = history.ConsistencyUnknown, "the world cannot judge "+strings.Join(unknown, "; ")
-	default:
-		c.Reason = "the world shows all " + strconv.Itoa(len(results)) + " claims"
-		if len(results) == 1 {
-			c.Reason = "the world shows its 1 claim"
-		}
-	}
-	return c
 }

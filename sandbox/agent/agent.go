@@ -153,7 +153,9 @@ const (
 // do sends one call and decodes the reply into out (if non-nil).
 func (c *Client) do(ctx context.Context, method, path string, body, out any, mode retryMode) error {
 	var payload []byte
-	if body != nil {
+	if b, ok := body.(encodedBody); ok {
+		payload = b
+	} else if body != nil {
 		b, err := json.Marshal(body)
 		if err != nil {
 			return fmt.Errorf("agent: encode %s %s: %w", method, path, err)
@@ -276,31 +278,59 @@ func (c *Client) Checkpoint(ctx context.Context, step int, state any) (int64, er
 // poisoned, and a scenario with rollback: consistent never resumes an
 // attempt from it (docs/state.md).
 func (c *Client) CheckpointClaims(ctx context.Context, step int, state, claims any) (int64, error) {
-	raw, err := json.Marshal(state)
-	if err != nil {
-		return 0, fmt.Errorf("agent: encode checkpoint state of step %d: %w", step, err)
-	}
-	var rawClaims json.RawMessage
-	if claims != nil {
-		if rawClaims, err = json.Marshal(claims); err != nil {
-			return 0, fmt.Errorf("agent: encode checkpoint claims of step %d: %w", step, err)
-		}
-	}
 	c.mu.Lock()
-	req := protocol.PutCheckpoint{Step: step, State: raw, Claims: rawClaims}
+	var expect *int64
 	if c.known {
-		expect := c.seq
-		req.ExpectSeq = &expect
+		seq := c.seq
+		expect = &seq
 	}
 	c.mu.Unlock()
+	body, err := checkpointBody(step, state, claims, expect)
+	if err != nil {
+		return 0, err
+	}
 	var ack protocol.CheckpointAck
-	if err := c.do(ctx, http.MethodPut, "/v1/checkpoint", req, &ack, retrySafe); err != nil {
+	if err := c.do(ctx, http.MethodPut, "/v1/checkpoint", body, &ack, retrySafe); err != nil {
 		return 0, err
 	}
 	c.mu.Lock()
 	c.seq, c.step, c.effectN, c.known = ack.Seq, step, 0, true
 	c.mu.Unlock()
 	return ack.Seq, nil
+}
+
+// encodedBody is a request body already encoded as JSON: do sends it as
+// it is.
+type encodedBody []byte
+
+// checkpointBody encodes the body of PUT /v1/checkpoint — the JSON of
+// protocol.PutCheckpoint — in one buffer, encoding state and claims once:
+// as json.RawMessage fields of a protocol.PutCheckpoint, json.Marshal would
+// scan them again.
+func checkpointBody(step int, state, claims any, expect *int64) (encodedBody, error) {
+	var buf bytes.Buffer
+	buf.Grow(256)
+	enc := json.NewEncoder(&buf)
+	buf.WriteString(`{"step":`)
+	buf.Write(strconv.AppendInt(buf.AvailableBuffer(), int64(step), 10))
+	buf.WriteString(`,"state":`)
+	if err := enc.Encode(state); err != nil {
+		return nil, fmt.Errorf("agent: encode checkpoint state of step %d: %w", step, err)
+	}
+	buf.Truncate(buf.Len() - 1) // Encode's newline
+	if expect != nil {
+		buf.WriteString(`,"expect_seq":`)
+		buf.Write(strconv.AppendInt(buf.AvailableBuffer(), *expect, 10))
+	}
+	if claims != nil {
+		buf.WriteString(`,"claims":`)
+		if err := enc.Encode(claims); err != nil {
+			return nil, fmt.Errorf("agent: encode checkpoint claims of step %d: %w", step, err)
+		}
+		buf.Truncate(buf.Len() - 1)
+	}
+	buf.WriteByte('}')
+	return buf.Bytes(), nil
 }
 
 // Step returns the step of the last checkpoint this client read or wrote.

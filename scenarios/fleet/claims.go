@@ -92,11 +92,9 @@ func (w *World) CheckClaim(ctx context.Context, c world.Claim) (world.ClaimResul
 		res.Detail = fmt.Sprintf("the fleet world judges only %q claims", ClaimCandidate)
 		return res, nil
 	}
-	var a struct {
-		ID     string `json:"id"`
-		Status string `json:"status"`
-	}
-	if err := json.Unmarshal(c.Value, &a); err != nil || a.ID == "" || !knownStatus(a.Status) {
+	var a struct{ ID, Status string }
+	err := c.DecodeValue(world.StringField("id", &a.ID), world.StringField("status", &a.Status))
+	if err != nil || a.ID == "" || !knownStatus(a.Status) {
 		res.Detail = fmt.Sprintf(`claim %s: want {"id": CANDIDATE, "status": %s|%s|%s|%s}`, c.Name, StatusProposed, StatusTried, StatusApplied, StatusRolledBack)
 		return res, nil
 	}

@@ -74,3 +74,52 @@ var _ = Describe("ParseClaims", func() {
 		Entry("an empty name", `[{"a":1},{"":2}]`, "claims[1]: a claim needs a name"),
 	)
 })
+
+var _ = Describe("Claim.DecodeValue", func() {
+	type args struct {
+		Kind    string `json:"kind"`
+		Name    string `json:"name"`
+		Version int    `json:"version"`
+	}
+	decode := func(c world.Claim) (args, error) {
+		var a args
+		err := c.DecodeValue(world.StringField("kind", &a.Kind), world.StringField("name", &a.Name), world.IntField("version", &a.Version))
+		return a, err
+	}
+	DescribeTable("reads a value as json.Unmarshal into a struct would, parsed or not",
+		func(value string, ok bool) {
+			var want args
+			werr := json.Unmarshal([]byte(value), &want)
+			claims, err := world.ParseClaims(json.RawMessage(`{"c":` + value + `}`))
+			Expect(err).NotTo(HaveOccurred())
+			for _, c := range []world.Claim{claims[0], {Name: "c", Value: json.RawMessage(value)}} {
+				got, err := decode(c)
+				if !ok {
+					Expect(err).To(HaveOccurred(), value)
+					continue
+				}
+				Expect(werr).NotTo(HaveOccurred())
+				Expect(err).NotTo(HaveOccurred(), value)
+				Expect(got).To(Equal(want), value)
+			}
+		},
+		Entry("plain", `{"kind":"network","name":"n","version":3}`, true),
+		Entry("spaces, other members, nested values", ` { "x" : [1,{"a":"}"}] , "kind" : "db" , "name" : "a,b" , "y": {"version": 9} } `, true),
+		Entry("names in other cases", `{"KIND":"db","Name":"n"}`, true),
+		Entry("escapes and non-ASCII", `{"kind":"d\"b\u00e9","name":"caf\u00e9 ü"}`, true),
+		Entry("an escaped name", `{"n\u0061me":"x"}`, true),
+		Entry("null members", `{"kind":null,"name":"x","version":null}`, true),
+		Entry("a member written twice", `{"name":"a","name":"b"}`, true),
+		Entry("an empty object", `{}`, true),
+		Entry("a number for a string", `{"kind":3}`, false),
+		Entry("a string for a number", `{"version":"3"}`, false),
+		Entry("a fraction for an integer", `{"version":3.5}`, false),
+		Entry("a list", `[{"kind":"db"}]`, false),
+		Entry("a string", `"db"`, false),
+	)
+
+	It("refuses a value that is not JSON", func() {
+		_, err := decode(world.Claim{Name: "c", Value: json.RawMessage(`{"kind":"db"`)})
+		Expect(err).To(HaveOccurred())
+	})
+})
