@@ -13,7 +13,8 @@ import (
 var _ = Describe("A tools/call answered from a recording (--mcp-replay)", func() {
 	It("costs no sync: nothing outside the journal acts on it, so its records wait for the next synced commit", func(ctx SpecContext) {
 		state := GinkgoT().TempDir()
-		scen := countersScenario(countersBinary(), scenarios.MCPKeysAgent, "")
+		bin := countersBinary()
+		scen := countersScenario(bin, scenarios.MCPKeysAgent, "")
 		// call makes one keyed call on a fresh run of req (its gateway
 		// served, its server started unless replayed) and returns the
 		// answer and the journal's syncs while it was made.
@@ -52,5 +53,15 @@ var _ = Describe("A tools/call answered from a recording (--mcp-replay)", func()
 		Expect(err).NotTo(HaveOccurred())
 		Expect(journaled).To(HaveLen(1))
 		Expect(journaled[0].Status).To(Equal(protocol.StatusDone), "in the journal, read by the next harness on the state dir")
+		Expect(h.Close()).To(Succeed())
+
+		// The scenario's own mcp.replay does the same, and the run's
+		// record names the run it replays.
+		own := countersScenario(bin, scenarios.MCPKeysAgent+"\n  replay: "+recorded.r.rec.ID, "")
+		Expect(own.MCP.Replay).To(Equal(recorded.r.rec.ID))
+		fromYAML, yamlSyncs, yamlRun := call(RunRequest{Scenario: own})
+		Expect(yamlSyncs).To(BeZero())
+		Expect(value(fromYAML)).To(Equal(value(live)))
+		Expect(yamlRun.r.rec.MCPReplay).To(Equal(recorded.r.rec.ID))
 	}, SpecTimeout(120e9))
 })
