@@ -183,7 +183,7 @@ func (p *effectPath) admit(ctx context.Context, e *effect) (*protocol.EffectResu
 		return nil, nil
 	}
 	rec.Replays++
-	if err := r.put(ctx, history.EffectEntry(r.rec.ID, rec)); err != nil {
+	if err := p.put(ctx, rec); err != nil {
 		return nil, fmt.Errorf("record replay of effect %q: %w", e.req.Key, err)
 	}
 	return &protocol.EffectResult{Key: e.req.Key, Status: rec.Status, Result: rec.Result, Error: rec.Error, Replayed: true}, nil
@@ -198,7 +198,7 @@ func (p *effectPath) intent(ctx context.Context, e *effect) error {
 	rec.Status, rec.Result, rec.Error = history.EffectIntent, nil, nil
 	rec.Attempt, rec.Virtual = e.c.Attempt, r.clock.now
 	rec.Intents++
-	if err := r.put(ctx, history.EffectEntry(r.rec.ID, rec)); err != nil {
+	if err := p.put(ctx, rec); err != nil {
 		return fmt.Errorf("journal intent of effect %s: %w", history.EffectLabel(rec.ID), err)
 	}
 	p.effects[rec.ID] = rec
@@ -243,7 +243,7 @@ func (p *effectPath) gate(ctx context.Context, e *effect) error {
 	rec := e.rec
 	rec.Status, rec.Result = protocol.StatusDenied, nil
 	rec.Error = &protocol.EffectError{Code: "denied", Message: d.Reason, Status: http.StatusForbidden}
-	if err := r.put(ctx, history.EffectEntry(r.rec.ID, rec)); err != nil {
+	if err := p.put(ctx, rec); err != nil {
 		return fmt.Errorf("journal the denial of effect %s: %w", history.EffectLabel(rec.ID), err)
 	}
 	return nil
@@ -274,7 +274,7 @@ func (p *effectPath) execute(ctx context.Context, e *effect) (*world.Outcome, er
 		if err != nil {
 			rec.Status = protocol.StatusUnknown
 			rec.Error = &protocol.EffectError{Code: "unknown", Message: hit.lostMessage(err), Status: http.StatusInternalServerError, Transient: true}
-			_ = r.put(ctx, history.EffectEntry(r.rec.ID, rec))
+			_ = p.put(ctx, rec)
 			return nil, nil
 		}
 		if lost, err := p.afterMCPToxic(ctx, e, hit); lost || err != nil {
@@ -293,7 +293,7 @@ func (p *effectPath) inDoubt(ctx context.Context, e *effect, l *lostAnswer) erro
 	p.lost = nil
 	rec := e.rec
 	rec.Status, rec.Result, rec.Error = protocol.StatusUnknown, nil, l.outcome()
-	if err := p.r.put(ctx, history.EffectEntry(p.r.rec.ID, rec)); err != nil {
+	if err := p.put(ctx, rec); err != nil {
 		return fmt.Errorf("journal effect %s as in doubt: %w", history.EffectLabel(rec.ID), err)
 	}
 	return nil
@@ -306,7 +306,7 @@ func (p *effectPath) record(ctx context.Context, e *effect, out world.Outcome) e
 	r := p.r
 	rec := e.rec
 	rec.Status, rec.Result, rec.Error = out.Status, out.Result, out.Error
-	if err := r.put(ctx, history.EffectEntry(r.rec.ID, rec)); err != nil {
+	if err := p.put(ctx, rec); err != nil {
 		return fmt.Errorf("journal result of effect %s: %w", history.EffectLabel(rec.ID), err)
 	}
 	r.faults.fireEffect(ctx, e.n, chaos.PhaseAfter)
@@ -376,6 +376,40 @@ func kindInfo(w world.World, kind string) (world.KindInfo, bool) {
 	return world.KindInfo{}, false
 }
 
+// put journals rec, an effect's record: durably, before the agent hears
+// of it — unless a recording answers the effect (answeredFromRecording).
+// Then it is written unsynced, in order with every other commit, and is
+// durable with the next synced one (a checkpoint, a live effect, the
+// run's end): nothing outside the journal acted on it, so a machine's
+// crash that loses the newest such records is a crash a moment earlier,
+// and the agent's retry under the same key meets the same recorded answer
+// (the world's journal of answers, written before the result, is counted
+// with them).
+func (p *effectPath) put(ctx context.Context, rec *history.EffectRecord) error {
+	e := history.EffectEntry(p.r.rec.ID, rec)
+	if p.r.answeredFromRecording(rec.Kind) {
+		return p.r.w.PutUnsynced(ctx, e)
+	}
+	return p.r.put(ctx, e)
+}
+
+// answeredFromRecording says whether effects of kind are answered from a
+// recorded run (an MCP server or HTTP API the scenario replays): nothing
+// outside the journal acts on them.
+func (r *run) answeredFromRecording(kind string) bool {
+	switch {
+	case strings.HasPrefix(kind, scenarios.MCPKindPrefix):
+		server, _, _ := strings.Cut(strings.TrimPrefix(kind, scenarios.MCPKindPrefix), ".")
+		_, declared := r.scen.MCPServer(server)
+		return declared && r.scen.ReplaysMCP()
+	case strings.HasPrefix(kind, scenarios.HTTPKindPrefix):
+		api, _, _ := strings.Cut(strings.TrimPrefix(kind, scenarios.HTTPKindPrefix), ".")
+		a, declared := r.scen.HTTPAPI(api)
+		return declared && a.Mode == scenarios.HTTPReplay
+	}
+	return false
+}
+
 // retriedInDoubt says an effect of kind in doubt that nobody can look up
 // may run again under its key: an MCP tool whose annotations say it is
 // idempotent (idempotentHint, or readOnlyHint), so that doing it twice is
@@ -410,7 +444,7 @@ func (p *effectPath) reconcile(ctx context.Context, rec *history.EffectRecord) e
 		rec.Status, rec.Result = protocol.StatusFailed, nil
 		rec.Error = &protocol.EffectError{Code: CodeRetryIdempotent, Status: http.StatusServiceUnavailable, Transient: true,
 			Message: fmt.Sprintf("whether %s happened cannot be found out (%v), and it is idempotent: retrying it with the same key runs it again", rec.Kind, err)}
-		if perr := r.put(ctx, history.EffectEntry(r.rec.ID, rec)); perr != nil {
+		if perr := p.put(ctx, rec); perr != nil {
 			return fmt.Errorf("record effect %s as safe to retry: %w", history.EffectLabel(rec.ID), perr)
 		}
 		return nil
@@ -421,7 +455,7 @@ func (p *effectPath) reconcile(ctx context.Context, rec *history.EffectRecord) e
 		if rec.Status != protocol.StatusUnknown {
 			rec.Status = protocol.StatusUnknown
 			rec.Error = &protocol.EffectError{Code: "unknown", Message: err.Error(), Status: http.StatusInternalServerError, Transient: true}
-			if perr := r.put(ctx, history.EffectEntry(r.rec.ID, rec)); perr != nil {
+			if perr := p.put(ctx, rec); perr != nil {
 				return fmt.Errorf("record effect %s as unknown: %w", history.EffectLabel(rec.ID), perr)
 			}
 		}
@@ -444,7 +478,7 @@ func (p *effectPath) reconcile(ctx context.Context, rec *history.EffectRecord) e
 		rec.Error = &protocol.EffectError{Code: "not_executed", Status: http.StatusServiceUnavailable, Transient: true,
 			Message: "the world never received this effect (the harness stopped before executing it); retrying with the same key runs it"}
 	}
-	if err := r.put(ctx, history.EffectEntry(r.rec.ID, rec)); err != nil {
+	if err := p.put(ctx, rec); err != nil {
 		return fmt.Errorf("record reconciliation of effect %s: %w", history.EffectLabel(rec.ID), err)
 	}
 	r.event(ctx, "harness.reconcile", fmt.Sprintf("effect %s reconciled: %s", history.EffectLabel(rec.ID), rec.Status), nil)

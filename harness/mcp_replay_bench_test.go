@@ -25,14 +25,16 @@ const mcpReplayCalls = 1000
 // over stdio) is called 1,000 times through the gateway's MCP endpoint by
 // the official SDK client, then a second run with MCPReplay set (no server
 // started) takes the same 1,000 calls from the same client through its
-// gateway's unix socket, answered from the recording. Beside it, in the
-// same run, the floor: the same client against an SDK server with one
-// no-op tool, served over stateless streamable HTTP (JSON answers) on a
-// unix socket in this process — one hop, client to handler, the hop the
-// agent's client makes to the gateway. The sandbox's relay (the agent's
-// socket inside a container, relayed to the gateway's) needs Docker and
-// is in neither figure. replay/floor is the ratio of the two rates.
-// Each op is the whole replay of 1,000 calls.
+// gateway's unix socket, answered from the recording. Beside it, call by
+// call in alternation with it (so both meet the same neighbours), the
+// floor: the same client against an SDK server with one no-op tool,
+// served over stateless streamable HTTP (JSON answers) on a unix socket in
+// this process — one hop, client to handler, the hop the agent's client
+// makes to the gateway. The sandbox's relay (the agent's socket inside a
+// container, relayed to the gateway's) needs Docker and is in neither
+// figure. replay/floor is the ratio of the two rates; syncs/call the
+// journal's syncs per replayed call. Each op is the whole replay of 1,000
+// calls.
 //
 //	GOMAXPROCS=1 go test -run '^$' -bench MCPReplay -benchtime 1x ./harness
 func BenchmarkMCPReplay(b *testing.B) {
@@ -54,19 +56,14 @@ func BenchmarkMCPReplay(b *testing.B) {
 			b.Fatalf("%s call %d: %v %+v", name, i, err, res)
 		}
 	}
-	// session runs the SDK client's 1,000 calls on a fresh session at url.
-	session := func(url string, hc *http.Client, name string) time.Duration {
+	// connect opens the SDK client's session at url.
+	connect := func(url string, hc *http.Client) *mcp.ClientSession {
 		c := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "v1"}, nil)
 		cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc, DisableStandaloneSSE: true}, nil)
 		if err != nil {
 			b.Fatal(err)
 		}
-		defer cs.Close()
-		start := time.Now()
-		for i := range mcpReplayCalls {
-			call(cs, name, i)
-		}
-		return time.Since(start)
+		return cs
 	}
 
 	// The recording: a live run, the counters server started for it.
@@ -75,7 +72,11 @@ func BenchmarkMCPReplay(b *testing.B) {
 		b.Fatal(err)
 	}
 	rec, viaSocket, token, stop := startBenchRun(ctx, b, h, scen)
-	session("http://gateway"+gateway.MCPPathPrefix+token, viaSocket, "counters__add")
+	cs := connect("http://gateway"+gateway.MCPPathPrefix+token, viaSocket)
+	for i := range mcpReplayCalls {
+		call(cs, "counters__add", i)
+	}
+	_ = cs.Close()
 	recID := rec.rec.ID
 	stop()
 	if _, err := os.Stat(filepath.Join(state, "mcp", "counters-"+recID)); err != nil {
@@ -84,6 +85,7 @@ func BenchmarkMCPReplay(b *testing.B) {
 
 	floorURL, floorClient := noopMCPServer(b)
 	var replay, floor time.Duration
+	var syncs uint64
 	b.ResetTimer()
 	for range b.N {
 		h, err := Open(ctx, Options{StateDir: state})
@@ -91,7 +93,19 @@ func BenchmarkMCPReplay(b *testing.B) {
 			b.Fatal(err)
 		}
 		r, viaSocket, token, stop := startBenchRequest(ctx, b, h, RunRequest{Scenario: scen.ReplayingMCP(recID), MCPReplay: recID})
-		replay += session("http://gateway"+gateway.MCPPathPrefix+token, viaSocket, "counters__add")
+		replayed, floored := connect("http://gateway"+gateway.MCPPathPrefix+token, viaSocket), connect(floorURL, floorClient)
+		// The replay's calls and the floor's alternate, so that both meet
+		// the same neighbours on a shared machine.
+		before := h.j.Stats().Syncs
+		for i := range mcpReplayCalls {
+			start := time.Now()
+			call(replayed, "counters__add", i)
+			mid := time.Now()
+			call(floored, "noop", i)
+			replay, floor = replay+mid.Sub(start), floor+time.Since(mid)
+		}
+		syncs += h.j.Stats().Syncs - before
+		_, _ = replayed.Close(), floored.Close()
 		r.mu.Lock()
 		n := len(r.fx.effects)
 		r.mu.Unlock()
@@ -102,7 +116,6 @@ func BenchmarkMCPReplay(b *testing.B) {
 		if _, err := os.Stat(filepath.Join(state, "mcp", "counters-"+r.rec.ID)); err == nil {
 			b.Fatalf("the replay %s started the counters server", r.rec.ID)
 		}
-		floor += session(floorURL, floorClient, "noop")
 	}
 	b.StopTimer()
 	calls := float64(mcpReplayCalls * b.N)
@@ -110,6 +123,7 @@ func BenchmarkMCPReplay(b *testing.B) {
 	b.ReportMetric(replayRate, "replay-calls/s")
 	b.ReportMetric(floorRate, "floor-calls/s")
 	b.ReportMetric(replayRate/floorRate, "replay/floor")
+	b.ReportMetric(float64(syncs)/calls, "syncs/call")
 }
 
 // noopMCPServer serves an SDK server with one tool, noop, that does

@@ -131,7 +131,7 @@ func (p *effectPath) afterMCPToxic(ctx context.Context, e *effect, h *mcpHit) (l
 		rec.Status, rec.Result = protocol.StatusUnknown, nil
 		rec.Error = &protocol.EffectError{Code: "unknown", Status: http.StatusGatewayTimeout, Transient: true,
 			Message: fmt.Sprintf("MCP server %s did not answer in time (fault %s): the call is in doubt; retry with the same key to learn what it did", h.server, h.by)}
-		if err := r.put(ctx, history.EffectEntry(r.rec.ID, rec)); err != nil {
+		if err := p.put(ctx, rec); err != nil {
 			return true, fmt.Errorf("journal effect %s as in doubt: %w", history.EffectLabel(rec.ID), err)
 		}
 		return true, nil

@@ -238,6 +238,9 @@ func (h *Harness) create(ctx context.Context, req RunRequest) (string, error) {
 	rec.WorldURL = req.World
 	rec.HTTPReplay = req.HTTPReplay
 	rec.MCPReplay = req.MCPReplay
+	if scen.ReplaysMCP() {
+		rec.MCPReplay = scen.MCP.Replay // the scenario's mcp.replay, or the flag's
+	}
 	if scen.World.Remote() && req.isolation == nil {
 		// A world over the protocol answers, and is the one asked for,
 		// before the run exists (a command or image world is started for it

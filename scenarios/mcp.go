@@ -71,8 +71,8 @@ type MCP struct {
 	Servers []MCPServer
 	Keys    string // MCPKeysAgent
 	// Replay, when set, names the run whose recording — each server's
-	// tools/list and answers — answers every call (--mcp-replay): no
-	// server is started or reached.
+	// tools/list and answers — answers every call (mcp.replay, or
+	// --mcp-replay, which wins): no server is started or reached.
 	Replay string
 }
 
@@ -191,6 +191,12 @@ func (b *builder) mcp(m map[string]any, apis []HTTPAPI) *MCP {
 	out := &MCP{Keys: MCPKeysAgent}
 	if k, ok := m["keys"].(string); ok {
 		out.Keys = k
+	}
+	if r, ok := m["replay"].(string); ok {
+		out.Replay = r
+		if r == "" || strings.ContainsAny(r, " \t\n/") {
+			b.errAt("/mcp/replay", "mcp.replay: %q is not a run's id: name the run whose recording answers the calls (overnight runs lists them)", r)
+		}
 	}
 	list, _ := m["servers"].([]any)
 	names := map[string]int{}

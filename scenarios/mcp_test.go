@@ -78,11 +78,22 @@ var _ = Describe("mcp:", func() {
 		Expect(mustParse("mcp.yaml", mcpHeader+"  keys: derived\n").MCP.Keys).To(Equal(scenarios.MCPKeysDerived))
 	})
 
+	It("reads replay: the run whose recording answers every call", func() {
+		sc := mustParse("mcp.yaml", mcpHeader+"  replay: 20261203-101500-a1b2c3\n")
+		Expect(sc.MCP.Replay).To(Equal("20261203-101500-a1b2c3"))
+		Expect(sc.ReplaysMCP()).To(BeTrue())
+		Expect(sc.ReplayingMCP("other").MCP.Replay).To(Equal("other"), "--mcp-replay wins")
+		Expect(mustParse("mcp.yaml", mcpHeader).ReplaysMCP()).To(BeFalse())
+	})
+
 	DescribeTable("reports each problem at its file:line:column",
 		func(text string, want ...string) {
 			_, err := scenarios.Parse("mcp.yaml", []byte(text))
 			Expect(positioned("mcp.yaml", err)).To(Equal(want))
 		},
+		Entry("a replay naming no run", mcpHeader+"  replay: ''\n", `11:11: mcp.replay: "" is not a run's id: name the run whose recording answers the calls (overnight runs lists them)`),
+		Entry("a replay that is not a run id", mcpHeader+"  replay: 'run 1'\n", `11:11: mcp.replay: "run 1" is not a run's id: name the run whose recording answers the calls (overnight runs lists them)`),
+		Entry("a misspelt field", mcpHeader+"  replya: run-1\n", `11:3: mcp: unknown field "replya" (did you mean "replay"?); allowed: keys, replay, servers`),
 		Entry("both command and url", mcpHeader+"    - {name: two, command: [x], url: 'http://a'}\n",
 			`11:38: mcp.servers[1]: give one of command, url and image, not command and url`),
 		Entry("both url and image", mcpHeader+"    - {name: two, url: 'http://a', image: 'pay-mcp:1'}\n",

@@ -131,6 +131,8 @@ type MCPFile struct {
 	Servers []MCPServerFile `json:"servers" yaml:"servers" jsonschema:"required,minItems=1"`
 	// Where a tools/call's idempotency key comes from: agent (the call's _meta["overnight.dev/idempotency-key"]; a call without one is unkeyed) or derived (a call without one gets a key the harness derives from the attempt's last durable checkpoint, the call's ordinal among the mutating calls since it, the tool and its arguments' digest; read-only calls stay unkeyed).
 	Keys string `json:"keys,omitempty" yaml:"keys,omitempty" jsonschema:"enum=agent,enum=derived"`
+	// A run whose recording of these servers (each one's tools/list and answers) answers every tools/call: no server is started or reached, and a call the recording cannot answer is the first divergence (--mcp-replay RUN gives it on the command line, and wins).
+	Replay string `json:"replay,omitempty" yaml:"replay,omitempty"`
 }
 
 // MCPServerFile is one MCP server: exactly one of command, url and image.

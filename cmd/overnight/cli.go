@@ -350,7 +350,7 @@ func (rf *runFlags) register(f *pflag.FlagSet, lessons, lessonsHelp string) {
 	f.StringVar(&rf.lessons, "lessons", lessons, lessonsHelp)
 	f.StringVar(&rf.world, "world", "", "URL: act on the world served over the world protocol at this base URL instead of the scenario's (it must describe itself with the scenario's world name; docs/worlds.md)")
 	f.StringVar(&rf.httpReplay, "http-replay", "", "RUN: answer every request to the scenario's HTTP APIs from that run's exchanges, sending nothing upstream (docs/http-apis.md)")
-	f.StringVar(&rf.mcpReplay, "mcp-replay", "", "RUN: answer the scenario's MCP servers' tools/list and every tools/call from that run's recording, starting no server (docs/mcp.md)")
+	f.StringVar(&rf.mcpReplay, "mcp-replay", "", "RUN: answer the scenario's MCP servers' tools/list and every tools/call from that run's recording, starting no server; overrides the scenario's mcp.replay (docs/mcp.md)")
 }
 
 // schedule checks the flags and returns the fault list (nil: each

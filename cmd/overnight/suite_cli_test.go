@@ -199,6 +199,7 @@ var _ = Describe("overnight suite", func() {
 			{[]string{"--agents", "clever"}, `no scenario of the suite has an agent "clever"`},
 			{[]string{"--json", "-", "--md", "-"}, "all write to stdout"},
 			{[]string{"--http-replay", "r-recorded"}, "declares no HTTP API, so --http-replay r-recorded has nothing to answer"},
+			{[]string{"--mcp-replay", "r-recorded"}, "declares no MCP server, so --mcp-replay r-recorded has nothing to answer"},
 		} {
 			o := overnight(ctx, state, nil, append([]string{"suite", "deploy", "-o", "json"}, c.args...)...)
 			Expect(o.code).To(Equal(3), "%v: %s", c.args, o.stderr)

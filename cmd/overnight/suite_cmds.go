@@ -273,7 +273,7 @@ first by the next suite of the same run flags (--no-corpus: neither).`,
 				}
 			}
 			spec := suite.Spec{Scenarios: args, Agents: agentList, Seeds: seedList, Config: suite.Config{
-				Faults: texts, RandomFaults: random, RandomKinds: rf.kinds, LLM: rf.llmSpec, World: rf.world, HTTPReplay: rf.httpReplay, Timeout: rf.timeout, MaxAttempts: rf.maxAttempts,
+				Faults: texts, RandomFaults: random, RandomKinds: rf.kinds, LLM: rf.llmSpec, World: rf.world, HTTPReplay: rf.httpReplay, MCPReplay: rf.mcpReplay, Timeout: rf.timeout, MaxAttempts: rf.maxAttempts,
 				Extras: map[string]string{reflect.ExtraLessons: rf.lessons}}}
 			backend, err := g.sandboxType()
 			if err != nil {

@@ -146,6 +146,22 @@ func (w *Writer) Scratch() *Writer { return &Writer{j: w.j, scratch: true, index
 
 // Put writes entries in one durable commit: all of them or none.
 func (w *Writer) Put(ctx context.Context, entries ...Entry) error {
+	return w.put(ctx, false, entries)
+}
+
+// PutUnsynced writes entries in one commit, all of them or none, in order
+// with every other but without waiting for a sync
+// (journal.CommitUnsynced): they are durable with the next synced commit
+// of anyone, and only a machine's crash before it can lose them (a
+// SIGKILL loses nothing). It is for records whose loss in such a crash is
+// the crash a moment earlier: the records of an effect a recording
+// answers, which nothing outside the journal acted on. A scratch writer's
+// is Put.
+func (w *Writer) PutUnsynced(ctx context.Context, entries ...Entry) error {
+	return w.put(ctx, true, entries)
+}
+
+func (w *Writer) put(ctx context.Context, unsynced bool, entries []Entry) error {
 	es := make([]journal.Entry, 0, len(entries))
 	trajectory := true
 	for _, e := range entries {
@@ -158,6 +174,8 @@ func (w *Writer) Put(ctx context.Context, entries ...Entry) error {
 	}
 	var err error
 	switch {
+	case !w.scratch && unsynced:
+		err = w.j.CommitUnsynced(ctx, es...)
 	case !w.scratch:
 		err = w.j.Commit(ctx, es...)
 	case trajectory:

@@ -46,6 +46,11 @@ type Config struct {
 	// replay, nothing sent upstream; harness.RunRequest.HTTPReplay). Every
 	// scenario of the suite must declare an HTTP API.
 	HTTPReplay string `json:"http_replay,omitempty"`
+	// MCPReplay, when set, names a run whose recording of its MCP servers
+	// answers every run's tools/call (--mcp-replay: no server started or
+	// reached; harness.RunRequest.MCPReplay). Every scenario of the suite
+	// must declare an MCP server.
+	MCPReplay string `json:"mcp_replay,omitempty"`
 	// Timeout and MaxAttempts override each scenario's limits when > 0.
 	Timeout     time.Duration `json:"timeout,omitempty"`
 	MaxAttempts int           `json:"max_attempts,omitempty"`
@@ -188,6 +193,9 @@ func Build(spec Spec, resolve func(string) (*scenarios.Scenario, error)) (*Plan,
 		}
 		if spec.Config.HTTPReplay != "" && len(scen.HTTP) == 0 {
 			return nil, fmt.Errorf("%w: scenario %s (%s) declares no HTTP API, so --http-replay %s has nothing to answer: leave it out of a replayed suite", ErrPlan, scen.Name, scen.Source, spec.Config.HTTPReplay)
+		}
+		if spec.Config.MCPReplay != "" && len(scen.MCPServers()) == 0 {
+			return nil, fmt.Errorf("%w: scenario %s (%s) declares no MCP server, so --mcp-replay %s has nothing to answer: leave it out of a replayed suite", ErrPlan, scen.Name, scen.Source, spec.Config.MCPReplay)
 		}
 		p.scenarios[scen.Name] = scen
 		variants := make([]string, 0, len(scen.Agents))

@@ -194,7 +194,7 @@ func runCase(ctx context.Context, h *harness.Harness, plan *Plan, c Case, faults
 	seed := c.Seed
 	cfg := plan.Config
 	req := harness.RunRequest{Scenario: plan.Scenario(c.Scenario), Agent: c.Agent, Seed: &seed, Faults: faults,
-		RandomFaults: cfg.RandomFaults, RandomKinds: cfg.RandomKinds, LLM: cfg.LLM, World: cfg.World, HTTPReplay: cfg.HTTPReplay, Timeout: cfg.Timeout, MaxAttempts: cfg.MaxAttempts, Extras: cfg.Extras,
+		RandomFaults: cfg.RandomFaults, RandomKinds: cfg.RandomKinds, LLM: cfg.LLM, World: cfg.World, HTTPReplay: cfg.HTTPReplay, MCPReplay: cfg.MCPReplay, Timeout: cfg.Timeout, MaxAttempts: cfg.MaxAttempts, Extras: cfg.Extras,
 		Started: func(id string) { rr.RunID = id }}
 	started := time.Now()
 	res, err := h.Run(ctx, req)
@@ -271,6 +271,9 @@ func Reproduce(command, source string, c Case, cfg Config) string {
 	}
 	if cfg.HTTPReplay != "" {
 		args = append(args, "--http-replay", quote(cfg.HTTPReplay))
+	}
+	if cfg.MCPReplay != "" {
+		args = append(args, "--mcp-replay", quote(cfg.MCPReplay))
 	}
 	if cfg.Timeout > 0 {
 		args = append(args, "--timeout", cfg.Timeout.String())
