@@ -28,29 +28,52 @@ func benchHarness(b *testing.B) (*harness.Harness, func()) {
 // benchHarnessBin is benchHarness that also returns the overnight binary.
 func benchHarnessBin(b *testing.B) (*harness.Harness, string, func()) {
 	b.Helper()
+	bin, dir, done := benchBinary(b)
+	h, closeH := openBenchHarness(b, bin, filepath.Join(dir, "state"), harness.Options{})
+	return h, bin, func() {
+		closeH()
+		done()
+	}
+}
+
+// benchBinary builds the overnight binary into a temporary dir; done
+// removes its sandbox image and the dir.
+func benchBinary(b *testing.B) (bin, dir string, done func()) {
+	b.Helper()
 	ctx := context.Background()
-	dir := b.TempDir()
-	bin := filepath.Join(dir, "overnight")
+	dir = b.TempDir()
+	bin = filepath.Join(dir, "overnight")
 	if err := harnesstest.Build(ctx, "./cmd/overnight", bin, fmt.Sprintf("bench-%d", time.Now().UnixNano())); err != nil {
 		b.Fatal(err)
 	}
+	return bin, dir, func() {
+		if api, err := docker.Connect(ctx); err == nil {
+			eng := docker.New(api, docker.Options{})
+			if ref, err := eng.ImageRef(ctx, docker.ImageSpec{InitBinary: bin}); err == nil {
+				_ = eng.RemoveImage(ctx, ref)
+			}
+		}
+		_ = os.RemoveAll(dir)
+	}
+}
+
+// openBenchHarness opens a harness of bin on the state dir against the
+// real engine (opts besides); closeH closes it and removes what it left.
+func openBenchHarness(b *testing.B, bin, state string, opts harness.Options) (*harness.Harness, func()) {
+	b.Helper()
+	ctx := context.Background()
 	api, err := docker.Connect(ctx)
 	if err != nil {
 		b.Fatal(err)
 	}
-	state := filepath.Join(dir, "state")
-	h, err := harness.Open(ctx, harness.Options{StateDir: state, InitBinary: bin, Sandbox: docker.Using(api)})
+	opts.StateDir, opts.InitBinary, opts.Sandbox = state, bin, docker.Using(api)
+	h, err := harness.Open(ctx, opts)
 	if err != nil {
 		b.Fatal(err)
 	}
-	return h, bin, func() {
+	return h, func() {
 		_ = h.Close()
 		harnesstest.Leftovers(ctx, api, state)
-		eng := docker.New(api, docker.Options{})
-		if ref, err := eng.ImageRef(ctx, docker.ImageSpec{InitBinary: bin}); err == nil {
-			_ = eng.RemoveImage(ctx, ref)
-		}
-		_ = os.RemoveAll(dir)
 	}
 }
 
@@ -113,47 +136,71 @@ func benchScenarioWall(b *testing.B, name string) {
 // BenchmarkKillRecovery measures, over every kill of a week with a kill
 // every 8 virtual hours (about 20 kills a run): the time from the fault's
 // SIGKILL to the container seen dead, and from then to the new attempt's
-// first checkpoint read.
+// first checkpoint read — with the next attempt's sandbox started ahead
+// (harness.StandbyAuto, the default for such a run) and without
+// (StandbyOff), one run of each in turn per iteration, each on a harness of
+// its own, so that both see the same minutes of the machine.
 //
-//	go test -run '^$' -bench KillRecovery -benchtime 1x ./harness
+//	go test -run '^$' -bench KillRecovery -benchtime 3x ./harness
 func BenchmarkKillRecovery(b *testing.B) {
-	h, done := benchHarness(b)
+	bin, dir, done := benchBinary(b)
 	defer done()
 	ctx := context.Background()
 	spec, err := chaos.ParseSpec("kill@every:8h")
 	if err != nil {
 		b.Fatal(err)
 	}
-	var toDead, toResume []time.Duration
+	type side struct {
+		name             string
+		h                *harness.Harness
+		toDead, toResume []time.Duration
+	}
+	sides := []*side{{name: "cold"}, {name: "standby"}}
+	for i, s := range sides {
+		policy := harness.StandbyOff
+		if s.name == "standby" {
+			policy = harness.StandbyAuto
+		}
+		h, closeH := openBenchHarness(b, bin, filepath.Join(dir, s.name), harness.Options{Standby: policy})
+		defer closeH()
+		sides[i].h = h
+	}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		res, err := h.Run(ctx, harness.RunRequest{Scenario: builtinScenario(b, "week"), Faults: []chaos.Spec{spec}, MaxAttempts: 100})
-		if err != nil {
-			b.Fatal(err)
-		}
-		atts, err := h.Attempts(res.RunID)
-		if err != nil {
-			b.Fatal(err)
-		}
-		for j, a := range atts {
-			if a.KillIssuedAt.IsZero() || a.ExitedAt.IsZero() {
-				continue
+		for _, s := range sides {
+			res, err := s.h.Run(ctx, harness.RunRequest{Scenario: builtinScenario(b, "week"), Faults: []chaos.Spec{spec}, MaxAttempts: 100})
+			if err != nil {
+				b.Fatal(err)
 			}
-			toDead = append(toDead, a.ExitedAt.Sub(a.KillIssuedAt))
-			if j+1 < len(atts) && !atts[j+1].FirstResumedAt.IsZero() {
-				toResume = append(toResume, atts[j+1].FirstResumedAt.Sub(a.ExitedAt))
+			atts, err := s.h.Attempts(res.RunID)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for j, a := range atts {
+				if a.KillIssuedAt.IsZero() || a.ExitedAt.IsZero() {
+					continue
+				}
+				s.toDead = append(s.toDead, a.ExitedAt.Sub(a.KillIssuedAt))
+				if j+1 < len(atts) && !atts[j+1].FirstResumedAt.IsZero() {
+					if s.name == "standby" && !atts[j+1].Standby {
+						b.Fatalf("attempt %d of run %s started cold", atts[j+1].N, res.RunID)
+					}
+					s.toResume = append(s.toResume, atts[j+1].FirstResumedAt.Sub(a.ExitedAt))
+				}
 			}
 		}
 	}
 	b.StopTimer()
-	if len(toDead) < 20 {
-		b.Fatalf("only %d kills measured; want at least 20", len(toDead))
-	}
 	p50 := func(d []time.Duration) time.Duration {
 		sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
 		return d[len(d)/2]
 	}
-	b.ReportMetric(float64(len(toDead)), "kills")
-	b.ReportMetric(float64(p50(toDead).Microseconds())/1000, "kill-to-dead-p50-ms")
-	b.ReportMetric(float64(p50(toResume).Microseconds())/1000, "dead-to-resumed-p50-ms")
+	for _, s := range sides {
+		if len(s.toResume) < 20 {
+			b.Fatalf("%s: only %d recoveries measured; want at least 20", s.name, len(s.toResume))
+		}
+		b.ReportMetric(float64(len(s.toDead)), s.name+"-kills")
+		b.ReportMetric(float64(p50(s.toDead).Microseconds())/1000, s.name+"-kill-to-dead-p50-ms")
+		b.ReportMetric(float64(p50(s.toResume).Microseconds())/1000, s.name+"-dead-to-resumed-p50-ms")
+	}
 }

@@ -11,7 +11,9 @@ import (
 
 var _ = Describe("warm network namespaces", func() {
 	It("give the attempt after a kill a namespace the pool made ready, and go with the harness", func(ctx SpecContext) {
-		h := newHarness(ctx, nil) // its cleanup checks that nothing of the state dir is left
+		// Its next attempt starts cold (no standby, which would be made
+		// before the holder is ready): the pool is what serves it.
+		h := newHarnessWith(ctx, dockerCli, nil, harness.Options{Standby: harness.StandbyOff}) // its cleanup checks that nothing of the state dir is left
 		s := deployWith("  slow: {builtin: deployer, args: [--step-delay, 300ms]}\n")
 		res, err := h.Run(ctx, harness.RunRequest{Scenario: s, Agent: "slow", Faults: faults("kill@step:3")})
 		Expect(err).NotTo(HaveOccurred())

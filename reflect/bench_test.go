@@ -24,6 +24,13 @@ import (
 // dir, with an init binary of its own.
 func benchHarness(b *testing.B) *harness.Harness {
 	b.Helper()
+	return benchHarnessStandby(b, harness.StandbyAuto)
+}
+
+// benchHarnessStandby is benchHarness whose runs start standbys as policy
+// says.
+func benchHarnessStandby(b *testing.B, policy harness.StandbyPolicy) *harness.Harness {
+	b.Helper()
 	ctx := context.Background()
 	dir := b.TempDir()
 	bin := filepath.Join(dir, "overnight")
@@ -39,7 +46,7 @@ func benchHarness(b *testing.B) *harness.Harness {
 		b.Fatal(err)
 	}
 	state := filepath.Join(dir, "state")
-	h, err := harness.Open(ctx, harness.Options{StateDir: state, InitBinary: bin, Sandbox: docker.Using(api), Extension: ext, BuiltinAgents: agents.Names()})
+	h, err := harness.Open(ctx, harness.Options{StateDir: state, InitBinary: bin, Sandbox: docker.Using(api), Extension: ext, BuiltinAgents: agents.Names(), Standby: policy})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -73,14 +80,19 @@ func p50(xs []time.Duration) time.Duration {
 // suite's or any long-lived harness's are: before each run it waits until
 // five are idle, one per sandbox the reflection starts and one for the run.
 //
+// Both start the run's next attempt's sandbox ahead (a standby: the
+// run has reflection, harness.StandbyAuto); "cold-no-standby" is "cold"
+// without it (harness.StandbyOff), for the comparison.
+//
 //	go test -run '^$' -bench FailureToDecision -benchtime 10x ./reflect
 func BenchmarkFailureToDecision(b *testing.B) {
-	b.Run("cold", func(b *testing.B) { failureToDecision(b, 0) })
-	b.Run("warm", func(b *testing.B) { failureToDecision(b, 5) })
+	b.Run("cold", func(b *testing.B) { failureToDecision(b, 0, harness.StandbyAuto) })
+	b.Run("cold-no-standby", func(b *testing.B) { failureToDecision(b, 0, harness.StandbyOff) })
+	b.Run("warm", func(b *testing.B) { failureToDecision(b, 5, harness.StandbyAuto) })
 }
 
-func failureToDecision(b *testing.B, warm int) {
-	h := benchHarness(b)
+func failureToDecision(b *testing.B, warm int, policy harness.StandbyPolicy) {
+	h := benchHarnessStandby(b, policy)
 	ctx := context.Background()
 	raw, _ := builtin.Lookup("deploy-v2")
 	scen, err := scenarios.Parse("builtin:deploy-v2", raw)

@@ -96,3 +96,53 @@ var _ = Describe("torture: harnesses SIGKILLed at random", func() {
 		GinkgoWriter.Printf("workspaces kept for resumable runs: %v\n", vols)
 	}, SpecTimeout(8*time.Minute))
 })
+
+var _ = Describe("a harness SIGKILLed with a standby up", func() {
+	It("leaves its standby to `overnight gc`, which leaves nothing", func(ctx SpecContext) {
+		state := stateDir()
+		cmd := exec.CommandContext(ctx, bin, "--state", state, "run", "week", "--seed", "5", "--fault", "kill@every:8h")
+		Expect(cmd.Start()).To(Succeed())
+		DeferCleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		// A standby waits, still unused, beside the attempt that runs.
+		Eventually(func() bool { return standbyWaiting(ctx, state) }).WithTimeout(2 * time.Minute).WithPolling(20 * time.Millisecond).Should(BeTrue())
+		Expect(cmd.Process.Signal(syscall.SIGKILL)).To(Succeed())
+		_ = cmd.Wait()
+		Expect(standbyWaiting(ctx, state)).To(BeTrue(), "the standby outlives the harness that made it")
+		gc := overnight(ctx, state, nil, "gc", "-o", "json")
+		Expect(gc.code).To(Equal(0), gc.stderr)
+		Expect(managed(ctx, state)).To(BeEmpty(), "overnight gc leaves no container, standbys included")
+		// What gc keeps is the killed run's workspace: it can be resumed.
+		Expect(harnesstest.Leftovers(ctx, dockerCli, state)).To(HaveEach(HavePrefix("volume overnight-ws-")))
+	}, SpecTimeout(5*time.Minute))
+})
+
+// standbyWaiting reports whether a running container of the state dir is a
+// standby whose handover has not come: its environment names the
+// directory its init waits in, and that directory holds no handover.
+func standbyWaiting(ctx context.Context, state string) bool {
+	list, err := dockerCli.ContainerList(ctx, container.ListOptions{Filters: filters.NewArgs(
+		filters.Arg("label", sandbox.LabelManaged+"=true"), filters.Arg("label", sandbox.LabelState+"="+sandbox.StateHash(state)))})
+	if err != nil {
+		return false
+	}
+	for _, c := range list {
+		info, err := dockerCli.ContainerInspect(ctx, c.ID)
+		if err != nil || info.Config == nil {
+			continue
+		}
+		for _, kv := range info.Config.Env {
+			dir, ok := strings.CutPrefix(kv, sandbox.EnvStandby+"=")
+			if !ok {
+				continue
+			}
+			for _, m := range info.Mounts {
+				if m.Destination == sandbox.GatewayDir {
+					if _, err := sandbox.ReadHandover(m.Source + strings.TrimPrefix(dir, sandbox.GatewayDir)); err != nil {
+						return true
+					}
+				}
+			}
+		}
+	}
+	return false
+}
