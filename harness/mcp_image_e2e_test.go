@@ -97,7 +97,7 @@ var _ = Describe("Image MCP servers: an MCP server the harness runs per run as a
 		for _, t := range tools.Tools {
 			names = append(names, t.Name)
 		}
-		Expect(names).To(Equal([]string{"counters__add", "counters__get", "counters__pay", "counters__set"}))
+		Expect(names).To(Equal([]string{"counters__add", "counters__calls", "counters__get", "counters__pay", "counters__set"}))
 
 		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "counters__add", Arguments: map[string]any{"name": "a", "n": 2},
 			Meta: mcp.Meta{scenarios.MCPMetaIdempotencyKey: "add-1"}})
