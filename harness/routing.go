@@ -28,6 +28,19 @@ type Route struct {
 	// Note says what else to know: the API versions a built-in world
 	// moves through, or that a remote world describes its own kinds.
 	Note string `json:"note,omitempty"`
+	// Lookups are an MCP server's declared lookups for calls in doubt
+	// (mcp.servers[].lookups), by the tool looked for, sorted by it.
+	Lookups []RouteLookup `json:"lookups,omitempty"`
+}
+
+// RouteLookup is one declared lookup of an MCP server: how a call of Kind
+// left in doubt is looked for with the read-only tool Tool.
+type RouteLookup struct {
+	Kind  string `json:"kind"`           // the effect kind looked for, mcp.<server>.<tool>
+	Tool  string `json:"tool"`           // the read-only tool called, as the server lists it
+	Args  string `json:"args,omitempty"` // the CEL of its arguments ("" : {})
+	Found string `json:"found"`          // the CEL that says the call took effect
+	At    string `json:"at,omitempty"`   // where the scenario declares it (file:line:column)
 }
 
 // RoutedKind is one effect kind of a Route.
@@ -85,12 +98,30 @@ func Routing(scen *scenarios.Scenario, worlds *world.Registry) []Route {
 		if len(m.Command) > 0 {
 			r.Target = strings.Join(m.Command, " ")
 		}
+		r.Lookups = routeLookups(m)
 		out = append(out, r)
 	}
 	sort.SliceStable(out, func(i, j int) bool { return len(out[i].Prefix) > len(out[j].Prefix) })
 	if scen.HasWorld() {
 		out = append(out, baseRoute(scen.World, worlds))
 	}
+	return out
+}
+
+// routeLookups are m's declared lookups, sorted by the tool looked for.
+func routeLookups(m scenarios.MCPServer) []RouteLookup {
+	var out []RouteLookup
+	for tool, l := range m.Lookups {
+		rl := RouteLookup{Kind: m.EffectKind(tool), Tool: l.Tool, At: l.At}
+		if l.Args != nil {
+			rl.Args = l.Args.Source()
+		}
+		if l.Found != nil {
+			rl.Found = l.Found.Source()
+		}
+		out = append(out, rl)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Kind < out[j].Kind })
 	return out
 }
 

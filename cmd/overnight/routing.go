@@ -55,6 +55,13 @@ func printRouting(w io.Writer, indent string, routes []harness.Route) {
 			}
 			fmt.Fprintf(tw, "%s    %s\t%s\n", indent, k.Kind, strings.Join(about, ", "))
 		}
+		for _, l := range r.Lookups {
+			args := l.Args
+			if args == "" {
+				args = "{}"
+			}
+			fmt.Fprintf(tw, "%s    lookup %s\tin doubt: calls %s(%s), done when %s\n", indent, l.Kind, l.Tool, args, l.Found)
+		}
 	}
 	tw.Flush()
 }

@@ -286,6 +286,35 @@ var _ = Describe("overnight validate", func() {
 		Expect(routes[2].Via).To(Equal("built-in"))
 	})
 
+	It("prints an MCP server's declared lookups, in text and JSON", func(ctx SpecContext) {
+		file := scenarioFile(GinkgoT().TempDir(), "lookups.yaml", validHeader+`mcp:
+  servers:
+    - name: tickets
+      command: [python3, tickets.py]
+      lookups:
+        create_ticket:
+          tool: list_tickets
+          found: 'response.structuredContent.tickets.exists(t, t.key == key)'
+        close_ticket: {tool: get_ticket, args: '{"id": args.id}', found: 'response.structuredContent.closed'}
+`)
+		o := overnight(ctx, GinkgoT().TempDir(), nil, "validate", file)
+		Expect(o.code).To(Equal(0), o.stdout+o.stderr)
+		Expect(o.stdout).To(MatchRegexp(`lookup mcp\.tickets\.create_ticket\s+in doubt: calls list_tickets\(\{\}\), done when response\.structuredContent\.tickets\.exists\(t, t\.key == key\)`))
+		Expect(o.stdout).To(MatchRegexp(`lookup mcp\.tickets\.close_ticket\s+in doubt: calls get_ticket\(\{"id": args\.id\}\), done when response\.structuredContent\.closed`))
+		o = overnight(ctx, GinkgoT().TempDir(), nil, "worlds", file, "-o", "json")
+		Expect(o.code).To(Equal(0), o.stderr)
+		var worlds struct {
+			Scenarios []struct {
+				Routing []harness.Route `json:"routing"`
+			} `json:"scenarios"`
+		}
+		Expect(json.Unmarshal([]byte(o.stdout), &worlds)).To(Succeed())
+		Expect(worlds.Scenarios[0].Routing[0].Lookups).To(Equal([]harness.RouteLookup{
+			{Kind: "mcp.tickets.close_ticket", Tool: "get_ticket", Args: `{"id": args.id}`, Found: "response.structuredContent.closed", At: file + ":15:23"},
+			{Kind: "mcp.tickets.create_ticket", Tool: "list_tickets", Found: "response.structuredContent.tickets.exists(t, t.key == key)", At: file + ":13:11"},
+		}))
+	})
+
 	It("is a usage error without a file, as JSON too", func(ctx SpecContext) {
 		o := overnight(ctx, GinkgoT().TempDir(), nil, "validate", "-o", "json")
 		Expect(o.code).To(Equal(3))

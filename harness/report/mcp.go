@@ -1,6 +1,7 @@
 package report
 
 import (
+	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -8,11 +9,38 @@ import (
 
 	"github.com/overnight-dev/overnight/harness"
 	"github.com/overnight-dev/overnight/harness/history"
+	"github.com/overnight-dev/overnight/scenarios"
 )
 
 // mcpRow is one tools/call of the agent, as the run's report shows it.
 type mcpRow struct {
 	Call, Tool, Key, KeyBy, Status, Replayed, Gate string
+	// Reconciled: the call was in doubt (the server's answer lost) and
+	// its tool's lookup found it done; the result is the lookup's, marked
+	// _meta["overnight.dev/reconciled"].
+	Reconciled bool
+}
+
+// StatusText is the call's status for people, "done (reconciled by
+// lookup)" for a call its lookup found done.
+func (r mcpRow) StatusText() string {
+	if r.Reconciled {
+		return r.Status + " (reconciled by lookup)"
+	}
+	return r.Status
+}
+
+// reconciledByLookup reports whether result, a journaled CallToolResult,
+// is the one the harness wrote when a lookup found an in-doubt call done.
+func reconciledByLookup(result json.RawMessage) bool {
+	var r struct {
+		Meta map[string]any `json:"_meta"`
+	}
+	if len(result) == 0 || json.Unmarshal(result, &r) != nil {
+		return false
+	}
+	v, _ := r.Meta[scenarios.MCPMetaReconciled].(bool)
+	return v
 }
 
 // mcpServerRow is an MCP server and the tools of it the run called.
@@ -38,7 +66,8 @@ func mcpCalls(effects []history.EffectRecord, gate []history.GateRecord) ([]mcpR
 		if !slices.Contains(tools[server], tool) {
 			tools[server] = append(tools[server], tool)
 		}
-		row := mcpRow{Call: history.EffectLabel(e.ID), Tool: server + "__" + tool, Key: e.Key, KeyBy: "agent", Status: e.Status, Replayed: "no", Gate: "not held"}
+		row := mcpRow{Call: history.EffectLabel(e.ID), Tool: server + "__" + tool, Key: e.Key, KeyBy: "agent", Status: e.Status, Replayed: "no", Gate: "not held",
+			Reconciled: e.Reconciled && reconciledByLookup(e.Result)}
 		switch {
 		case e.Unkeyed || e.Key == "":
 			row.Key, row.KeyBy = "unkeyed", "–"
@@ -75,11 +104,11 @@ func mcpMarkdown(b *strings.Builder, m *runModel) {
 	for _, s := range m.MCPServers {
 		rows = append(rows, []string{s.Server, s.Tools})
 	}
-	mdSection(b, "MCP tool calls", "The MCP servers the agent called through the gateway, and each tools/call: its key (given by the agent, derived by the harness, or none), its status, whether the journal answered it, and the gate's decision.",
+	mdSection(b, "MCP tool calls", "The MCP servers the agent called through the gateway, and each tools/call: its key (given by the agent, derived by the harness, or none), its status (reconciled by lookup: in doubt, then found done by its tool's lookup), whether the journal answered it, and the gate's decision.",
 		"", "| server | tools called |\n|---|---|", rows)
 	rows = nil
 	for _, c := range m.MCP {
-		rows = append(rows, []string{c.Call, c.Tool, c.Key, c.KeyBy, c.Status, c.Replayed, c.Gate})
+		rows = append(rows, []string{c.Call, c.Tool, c.Key, c.KeyBy, c.StatusText(), c.Replayed, c.Gate})
 	}
 	mdTable(b, "| call | tool | key | key by | status | replayed | gate |\n|---|---|---|---|---|---|---|", rows)
 }

@@ -2,6 +2,7 @@ package report_test
 
 import (
 	"bytes"
+	"encoding/json"
 	stdhtml "html"
 	"time"
 
@@ -14,7 +15,8 @@ import (
 
 // mcpFixture is the history of an MCP run: tools/calls keyed by the agent
 // (one answered again from the journal after a kill), one with a key the
-// harness derived, one unkeyed, one held at the gate and approved, and an
+// harness derived, one unkeyed, one in doubt and found done by its
+// tool's lookup, one reconciled as not executed and run again, one held at the gate and approved, and an
 // effect of another world beside them.
 func mcpFixture() *history.Full {
 	start := time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC)
@@ -27,7 +29,11 @@ func mcpFixture() *history.Full {
 		{ID: history.UnkeyedID(1), Order: 3, Kind: "mcp.tickets.list_tickets", Status: "done", Attempt: 2, Executions: 1, Unkeyed: true},
 		{ID: history.KeyedID("mcp-cp2/0/notes__add_note/0123456789abcdef"), Key: "mcp-cp2/0/notes__add_note/0123456789abcdef", Order: 4, Kind: "mcp.notes.add_note", Status: "done", Attempt: 2, Executions: 1},
 		{ID: history.KeyedID("close-1"), Key: "close-1", Order: 5, Kind: "mcp.tickets.close_ticket", Status: "done", Attempt: 2, Executions: 1},
-		{ID: history.KeyedID("deploy-1"), Key: "deploy-1", Order: 6, Kind: "cloud.deploy_service", Status: "done", Attempt: 2, Executions: 1},
+		{ID: history.KeyedID("ticket-3"), Key: "ticket-3", Order: 6, Kind: "mcp.tickets.create_ticket", Status: "done", Attempt: 2, Executions: 1, Reconciled: true,
+			Result: json.RawMessage(`{"content":[{"type":"text","text":"create_ticket took effect"}],"_meta":{"overnight.dev/reconciled":true}}`)},
+		{ID: history.KeyedID("ticket-4"), Key: "ticket-4", Order: 7, Kind: "mcp.tickets.create_ticket", Status: "done", Attempt: 2, Executions: 1, Reconciled: true,
+			Result: json.RawMessage(`{"content":[{"type":"text","text":"ticket 4"}]}`)},
+		{ID: history.KeyedID("deploy-1"), Key: "deploy-1", Order: 8, Kind: "cloud.deploy_service", Status: "done", Attempt: 2, Executions: 1},
 	}
 	gate := []history.GateRecord{
 		{Seq: 1, EffectID: history.KeyedID("close-1"), Key: "close-1", Kind: "mcp.tickets.close_ticket", Attempt: 2, Policy: "approve", Decision: "held", By: "gate"},
@@ -53,6 +59,8 @@ var _ = Describe("a run's reports of MCP tool calls", func() {
 			`<td><code>tickets__create_ticket</code></td><td>ticket-2</td><td>agent</td><td class="ok">done</td><td>yes (1 time)</td><td>not held</td>`,
 			`<td><code>tickets__list_tickets</code></td><td>unkeyed</td><td>–</td>`,
 			`<td><code>notes__add_note</code></td><td>mcp-cp2/0/notes__add_note/0123456789abcdef</td><td>derived</td>`,
+			`<td><code>tickets__create_ticket</code></td><td>ticket-3</td><td>agent</td><td class="ok">done (reconciled by lookup)</td>`,
+			`<td><code>tickets__create_ticket</code></td><td>ticket-4</td><td>agent</td><td class="ok">done</td>`,
 			`<td><code>tickets__close_ticket</code></td><td>close-1</td><td>agent</td><td class="ok">done</td><td>no</td><td>approve: approved by person:ana</td>`,
 		} {
 			Expect(page).To(ContainSubstring(row))

@@ -307,7 +307,7 @@ var runHTML = sync.OnceValue(func() *template.Template {
 {{range .MCPServers}}<tr><td>{{.Server}}</td><td>{{.Tools}}</td></tr>
 {{end}}</table>
 <table><tr><th>call</th><th>tool</th><th>key</th><th>key by</th><th>status</th><th>replayed</th><th>gate</th></tr>
-{{range .MCP}}<tr><td>{{.Call}}</td><td><code>{{.Tool}}</code></td><td>{{.Key}}</td><td>{{.KeyBy}}</td><td class="{{if eq .Status "done"}}ok{{else}}bad{{end}}">{{.Status}}</td><td>{{.Replayed}}</td><td>{{.Gate}}</td></tr>
+{{range .MCP}}<tr><td>{{.Call}}</td><td><code>{{.Tool}}</code></td><td>{{.Key}}</td><td>{{.KeyBy}}</td><td class="{{if eq .Status "done"}}ok{{else}}bad{{end}}">{{.StatusText}}</td><td>{{.Replayed}}</td><td>{{.Gate}}</td></tr>
 {{end}}</table>
 {{end}}<h2>Attempts</h2>
 {{if .Attempts}}<table><tr><th class="n">attempt</th><th>started</th><th>ended</th><th>how it ended</th><th class="n">exit code</th><th>notes</th></tr>
