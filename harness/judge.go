@@ -122,7 +122,11 @@ func (r *run) judge(ctx context.Context, end endState) (*Result, error) {
 		}
 		ev.Effects = append(ev.Effects, invariant.Effect{ID: e.ID, InDoubt: e.InDoubt()})
 	}
-	res.MCP = mcpCounts(effects)
+	events, err := r.h.history.Events(rec.ID)
+	if err != nil {
+		return nil, err
+	}
+	res.MCP = mcpCounts(effects, events)
 	for _, c := range checkpoints {
 		ic := invariant.Checkpoint{Attempt: c.Attempt, Step: c.Step, Seq: c.Seq, RollbackOf: c.RollbackOf}
 		if c.Poisoned() {

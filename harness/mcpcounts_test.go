@@ -1,6 +1,8 @@
 package harness
 
 import (
+	"encoding/json"
+
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
@@ -17,8 +19,17 @@ var _ = Describe("a run's result counts its MCP tool calls", func() {
 			{ID: "k/deploy", Key: "deploy", Kind: "cloud.deploy_service"},
 			{ID: "k/put", Key: "put", Kind: "http.etcd.put"},
 		}
-		Expect(mcpCounts(effects)).To(Equal(&history.MCPCounts{Calls: 4, AgentKeyed: 2, Derived: 1, Unkeyed: 1, Replayed: 1,
+		Expect(mcpCounts(effects, nil)).To(Equal(&history.MCPCounts{Calls: 4, AgentKeyed: 2, Derived: 1, Unkeyed: 1, Replayed: 1,
 			Servers: []history.MCPServerCalls{{Server: "notes", Tools: []string{"add_note"}}, {Server: "tickets", Tools: []string{"create_ticket", "list_tickets"}}}}))
-		Expect(mcpCounts(effects[4:])).To(BeNil(), "a run without tools/calls has no mcp in its result")
+		Expect(mcpCounts(effects[4:], nil)).To(BeNil(), "a run without tools/calls has no mcp in its result")
+	})
+
+	It("counts the calls refused before they became effects apart from the calls", func() {
+		refused, _ := json.Marshal(history.MCPRefusal{Tool: "tickets__close_ticket", ArgsDigest: "ab", Reason: "gone", Fault: "mcp-tool-gone:tickets__close_ticket@step:1"})
+		events := []history.EventRecord{{Seq: 1, Type: "progress"}, {Seq: 2, Type: history.EventMCPRefused, Data: refused}}
+		Expect(mcpCounts(nil, events)).To(Equal(&history.MCPCounts{Refused: 1}), "a run whose only tools/call was refused")
+		effects := []history.EffectRecord{{ID: "k/t", Key: "t", Kind: "mcp.tickets.create_ticket"}}
+		Expect(mcpCounts(effects, events)).To(Equal(&history.MCPCounts{Calls: 1, AgentKeyed: 1, Refused: 1,
+			Servers: []history.MCPServerCalls{{Server: "tickets", Tools: []string{"create_ticket"}}}}))
 	})
 })

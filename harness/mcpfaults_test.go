@@ -13,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"github.com/onsi/gomega/gstruct"
 
 	"github.com/overnight-dev/overnight/chaos"
 	"github.com/overnight-dev/overnight/harness/history"
@@ -26,16 +27,6 @@ func keyed(ctx context.Context, cs *mcp.ClientSession, name, key string, args ma
 	return cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args, Meta: mcp.Meta{scenarios.MCPMetaIdempotencyKey: key}})
 }
 
-func text(res *mcp.CallToolResult) string {
-	if len(res.Content) == 0 {
-		return ""
-	}
-	if t, ok := res.Content[0].(*mcp.TextContent); ok {
-		return t.Text
-	}
-	return ""
-}
-
 // effectByKey is the journaled effect of key.
 func (lr *liveRun) effectByKey(key string) history.EffectRecord {
 	GinkgoHelper()
@@ -46,6 +37,24 @@ func (lr *liveRun) effectByKey(key string) history.EffectRecord {
 	}
 	Fail("no effect with key " + key)
 	return history.EffectRecord{}
+}
+
+// refusals are the run's journaled refused tools/calls.
+func (lr *liveRun) refusals() []history.MCPRefusal {
+	GinkgoHelper()
+	events, err := lr.h.history.Events(lr.r.rec.ID)
+	Expect(err).NotTo(HaveOccurred())
+	return history.MCPRefusals(events)
+}
+
+// mcpCounts are the run's MCP counts as its result will show them.
+func (lr *liveRun) mcpCounts() history.MCPCounts {
+	GinkgoHelper()
+	events, err := lr.h.history.Events(lr.r.rec.ID)
+	Expect(err).NotTo(HaveOccurred())
+	c := mcpCounts(lr.effects(), events)
+	Expect(c).NotTo(BeNil())
+	return *c
 }
 
 // faultRecord is the run's journaled record of its only fault.
@@ -304,6 +313,16 @@ var _ = Describe("MCP tool changes the gateway makes, against a real MCP server 
 		Expect(calls).To(BeEmpty(), "the server never saw it")
 		Expect(value(tool(ctx, cs, "counters__add", map[string]any{"name": "a", "n": 1}))).To(BeEquivalentTo(1))
 		Expect(lr.laterEffectMet().Met).To(BeTrue())
+
+		refused := lr.refusals()
+		Expect(refused).To(HaveLen(1), "the refused call is journaled")
+		Expect(refused[0]).To(gstruct.MatchFields(gstruct.IgnoreExtras, gstruct.Fields{"Tool": Equal("counters__pay"), "Fault": Equal("mcp-tool-gone:counters__pay@step:1"),
+			"Attempt": Equal(1), "ArgsDigest": Equal(hashHex([]byte(`{"amount":5,"to":"bob"}`)))}))
+		Expect(refused[0].Reason).To(ContainSubstring("tool counters__pay is gone"))
+		effects := lr.effects()
+		Expect(effects).To(HaveLen(1), "and is no effect")
+		Expect(effects[0].Kind).To(Equal("mcp.counters.add"))
+		Expect(lr.mcpCounts()).To(gstruct.MatchFields(gstruct.IgnoreExtras, gstruct.Fields{"Calls": Equal(1), "Refused": Equal(1)}))
 	})
 
 	It("mcp-schema serves the changed schema, explains a call in the old shape, and translates one in the new shape to the server's", func(ctx SpecContext) {
@@ -337,5 +356,17 @@ var _ = Describe("MCP tool changes the gateway makes, against a real MCP server 
 		Expect(calls).To(HaveLen(2))
 		Expect(string(calls[1])).To(ContainSubstring(`"args":{"n":2,"name":"a"}`), "in the server's shape")
 		Expect(lr.laterEffectMet().Met).To(BeTrue())
+
+		refused := lr.refusals()
+		Expect(refused).To(HaveLen(2), "both refused calls are journaled")
+		for _, r := range refused {
+			Expect(r.Tool).To(Equal("counters__add"))
+			Expect(r.Fault).To(HavePrefix("mcp-schema:counters__add:rename=n>amount,require=reason"))
+		}
+		Expect(refused[0].Reason).To(ContainSubstring(`This call sends "n"`))
+		Expect(refused[1].Reason).To(ContainSubstring(`This call lacks "reason"`))
+		Expect(refused[0].ArgsDigest).NotTo(Equal(refused[1].ArgsDigest))
+		Expect(lr.effects()).To(HaveLen(2), "the call before the change and the one in the new shape; no refused one")
+		Expect(lr.mcpCounts()).To(gstruct.MatchFields(gstruct.IgnoreExtras, gstruct.Fields{"Calls": Equal(2), "Refused": Equal(2)}))
 	})
 })

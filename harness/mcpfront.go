@@ -47,7 +47,7 @@ func (r *run) MCPTools(context.Context, gateway.Caller) ([]*mcp.Tool, error) {
 			c := *t
 			c.Name = w.Server().ToolName(t.Name)
 			if ch, ok := changed[c.Name]; ok {
-				changeTool(&c, ch)
+				changeTool(&c, ch.MCPToolChange)
 			}
 			out = append(out, &c)
 		}
@@ -73,9 +73,10 @@ func (r *run) MCPCall(ctx context.Context, c gateway.Caller, call gateway.MCPCal
 		args = json.RawMessage("{}")
 	}
 	if ch, changed := r.mcpChanges()[call.Tool]; changed {
+		sent := args
 		var refused *mcp.CallToolResult
-		if args, refused = changedCall(call.Tool, ch, args, w.Tools()); refused != nil {
-			return refused, nil
+		if args, refused = changedCall(call.Tool, ch.MCPToolChange, args, w.Tools()); refused != nil {
+			return r.refuseChangedCall(ctx, c, call, ch, sent, refused)
 		}
 	}
 	kind := w.Server().EffectKind(tool)
@@ -211,9 +212,10 @@ func mcpAnswer(tool string, res protocol.EffectResult) (*mcp.CallToolResult, err
 	return &out, nil
 }
 
-// mcpCounts counts a run's tools/calls among its effects (nil: none).
-func mcpCounts(effects []history.EffectRecord) *history.MCPCounts {
-	var c history.MCPCounts
+// mcpCounts counts a run's tools/calls among its effects, and the calls
+// refused before they became effects among its events (nil: none).
+func mcpCounts(effects []history.EffectRecord, events []history.EventRecord) *history.MCPCounts {
+	c := history.MCPCounts{Refused: len(history.MCPRefusals(events))}
 	tools := map[string][]string{}
 	for _, e := range effects {
 		rest, isMCP := strings.CutPrefix(e.Kind, "mcp.")
@@ -237,7 +239,7 @@ func mcpCounts(effects []history.EffectRecord) *history.MCPCounts {
 			tools[server] = append(tools[server], tool)
 		}
 	}
-	if c.Calls == 0 {
+	if c.Calls == 0 && c.Refused == 0 {
 		return nil
 	}
 	for _, s := range slices.Sorted(maps.Keys(tools)) {

@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/overnight-dev/overnight/chaos"
 	"github.com/overnight-dev/overnight/harness/gateway"
+	"github.com/overnight-dev/overnight/harness/history"
 	"github.com/overnight-dev/overnight/scenarios"
 )
 
@@ -18,16 +20,26 @@ import (
 // from now on (MCPTools, MCPCall).
 func (t runTarget) ChangeMCPTool(c chaos.MCPToolChange) {
 	if t.r.mcpChanged == nil {
-		t.r.mcpChanged = map[string]chaos.MCPToolChange{}
+		t.r.mcpChanged = map[string]mcpChange{}
 	}
-	t.r.mcpChanged[c.Tool.String()] = c
+	ch := mcpChange{MCPToolChange: c}
+	if f := t.r.faults.firing; f != nil {
+		ch.by = f.rec.Spec
+	}
+	t.r.mcpChanged[c.Tool.String()] = ch
+}
+
+// mcpChange is a tool change and the spec of the fault that made it.
+type mcpChange struct {
+	chaos.MCPToolChange
+	by string
 }
 
 // RestoreMCPTool implements chaos.MCP.
 func (t runTarget) RestoreMCPTool(tool chaos.MCPScope) { delete(t.r.mcpChanged, tool.String()) }
 
 // mcpChanges are the tools changed now, by <server>__<tool>.
-func (r *run) mcpChanges() map[string]chaos.MCPToolChange {
+func (r *run) mcpChanges() map[string]mcpChange {
 	r.mu.Lock()
 	defer r.unlock()
 	return maps.Clone(r.mcpChanged)
@@ -146,4 +158,33 @@ func changedCall(tool string, ch chaos.MCPToolChange, args []byte, serverTools [
 		return args, nil
 	}
 	return out, nil
+}
+
+// refuseChangedCall journals a tools/call the gateway refused because of
+// change ch (an EventMCPRefused event: which tool, the args digest, why,
+// the fault) and answers the refusal. It is no effect. A call of an
+// attempt that does not own the run is fenced instead, as its effect
+// would be.
+func (r *run) refuseChangedCall(ctx context.Context, c gateway.Caller, call gateway.MCPCall, ch mcpChange, args []byte, refused *mcp.CallToolResult) (*mcp.CallToolResult, error) {
+	ref := history.MCPRefusal{Tool: call.Tool, Key: call.Key, ArgsDigest: hashHex(args), Reason: text(refused), Fault: ch.by, Attempt: c.Attempt}
+	r.mu.Lock()
+	defer r.unlock()
+	if err := r.writable(c); err != nil {
+		return nil, err
+	}
+	if err := r.appendEventLocked(context.WithoutCancel(ctx), history.EventMCPRefused, "refused "+call.Tool+": "+ref.Reason, ref); err != nil {
+		return nil, fmt.Errorf("journal the refused call of %s: %w", call.Tool, err)
+	}
+	return refused, nil
+}
+
+// text is the text of a tool result's first content.
+func text(res *mcp.CallToolResult) string {
+	if len(res.Content) == 0 {
+		return ""
+	}
+	if t, ok := res.Content[0].(*mcp.TextContent); ok {
+		return t.Text
+	}
+	return ""
 }

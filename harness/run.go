@@ -71,8 +71,8 @@ type run struct {
 	standby standbys
 	llm     *llmPath // nil: the run serves no model
 
-	mcpCalls   mcpOrdinal                     // the current attempt's mutating MCP calls, for keys: derived
-	mcpChanged map[string]chaos.MCPToolChange // tools an mcp-tool-gone or mcp-schema fault changed, by <server>__<tool> (mcptools.go)
+	mcpCalls   mcpOrdinal           // the current attempt's mutating MCP calls, for keys: derived
+	mcpChanged map[string]mcpChange // tools an mcp-tool-gone or mcp-schema fault changed, by <server>__<tool> (mcptools.go)
 
 	link    *chaos.Link // the agent's link to the gateway (nil until driven)
 	network bool        // the run's sandboxes are on its network (sandbox: {network: internal})

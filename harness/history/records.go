@@ -373,3 +373,41 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	*d = Duration(v)
 	return nil
 }
+
+// EventMCPRefused is the type of the harness event journaled for a
+// tools/call the gateway refused before it became an effect: a call to a
+// tool an mcp-tool-gone fault took away, or a call in the old shape of a
+// tool an mcp-schema fault changed. Its data is an MCPRefusal. It is no
+// effect: effect counts, no-duplicate-effects and history_digest do not
+// see it.
+const EventMCPRefused = "mcp.refused"
+
+// MCPRefusal is what the journal keeps of a tools/call the gateway
+// refused (the data of an EventMCPRefused event).
+type MCPRefusal struct {
+	Tool       string `json:"tool"`            // as the agent sees it: <server>__<tool>
+	Key        string `json:"key,omitempty"`   // the agent's _meta key ("": none)
+	ArgsDigest string `json:"args_digest"`     // SHA-256 of the arguments as sent
+	Reason     string `json:"reason"`          // the tool error the agent got
+	Fault      string `json:"fault,omitempty"` // the fault's spec
+	Attempt    int    `json:"attempt"`         // the attempt that called
+	Seq        int64  `json:"seq"`             // the event's sequence number (set by MCPRefusals)
+}
+
+// MCPRefusals are the refused tools/calls among a run's events, in order.
+// An event whose data cannot be read is skipped.
+func MCPRefusals(events []EventRecord) []MCPRefusal {
+	var out []MCPRefusal
+	for _, ev := range events {
+		if ev.Type != EventMCPRefused {
+			continue
+		}
+		var r MCPRefusal
+		if json.Unmarshal(ev.Data, &r) != nil {
+			continue
+		}
+		r.Seq = ev.Seq
+		out = append(out, r)
+	}
+	return out
+}

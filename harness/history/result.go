@@ -112,6 +112,9 @@ type MCPCounts struct {
 	Derived    int `json:"derived"`     // keyed by the harness (keys: derived)
 	Unkeyed    int `json:"unkeyed"`
 	Replayed   int `json:"replayed"` // calls answered again from the journal at least once
+	// Refused counts the calls the gateway refused before they became
+	// effects (an mcp-tool-gone or mcp-schema fault); they are not in Calls.
+	Refused int `json:"refused,omitempty"`
 	// Servers are the servers called, each with the tools of it called.
 	Servers []MCPServerCalls `json:"servers"`
 }
