@@ -1,12 +1,8 @@
 package mcpworld_test
 
 import (
-	"context"
 	"encoding/json"
-	"os"
-	"os/exec"
 	"path/filepath"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	. "github.com/onsi/ginkgo/v2"
@@ -35,13 +31,7 @@ mcp:
 		Expect(err).NotTo(HaveOccurred())
 		return scen.MCPServers()[0]
 	}
-	open := func(ctx context.Context, s scenarios.MCPServer, db string) (*mcpworld.World, error) {
-		return mcpworld.Open(ctx, mcpworld.Config{Server: s, Timeout: 10 * time.Second, Transport: func(context.Context) (mcp.Transport, error) {
-			cmd := exec.Command("python3", "../../../examples/mcp/tickets.py")
-			cmd.Env = append(os.Environ(), "TICKETS_DB="+db)
-			return &mcp.CommandTransport{Command: cmd}, nil
-		}}, world.NewMemStore(), []byte("t/"))
-	}
+	open := openTickets
 	create := func(key, title string) world.Request {
 		return world.Request{Key: key, Kind: "mcp.tickets.create_ticket", Args: json.RawMessage(`{"title":"` + title + `"}`), Now: t0}
 	}

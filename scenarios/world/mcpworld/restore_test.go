@@ -4,11 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
@@ -23,11 +20,7 @@ var _ = Describe("a fresh instance of an MCP server restored from a real one's j
 	// open starts tickets.py on its own file db.
 	open := func(ctx context.Context, db string) *mcpworld.World {
 		GinkgoHelper()
-		w, err := mcpworld.Open(ctx, mcpworld.Config{Server: tickets, Timeout: 10 * time.Second, Transport: func(context.Context) (mcp.Transport, error) {
-			cmd := exec.Command("python3", "../../../examples/mcp/tickets.py")
-			cmd.Env = append(os.Environ(), "TICKETS_DB="+db)
-			return &mcp.CommandTransport{Command: cmd}, nil
-		}}, world.NewMemStore(), []byte("t/"))
+		w, err := openTickets(ctx, tickets, db)
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(w.Close)
 		return w
