@@ -60,12 +60,16 @@ func KeyedID(key string) string { return "k/" + key }
 // UnkeyedID is the identity of the n-th effect sent without a key.
 func UnkeyedID(n int) string { return fmt.Sprintf("u/%d", n) }
 
-// EffectLabel is an effect identity as a person reads it.
+// EffectLabel is an effect identity as a person reads it and types it
+// (overnight approve takes it): "u/<n>" for the n-th unkeyed effect, the
+// key for a keyed one — or its id, "k/<key>", when the key itself reads
+// as an id ("u/3", "k/x"), so that no two effects show the same label.
 func EffectLabel(id string) string {
-	if n, ok := strings.CutPrefix(id, "u/"); ok {
-		return "unkeyed #" + n
+	key, keyed := strings.CutPrefix(id, "k/")
+	if !keyed || strings.HasPrefix(key, "u/") || strings.HasPrefix(key, "k/") {
+		return id
 	}
-	return strings.TrimPrefix(id, "k/")
+	return key
 }
 
 // Entry is one record and the key it lives under, for Writer.Put.
