@@ -392,6 +392,9 @@ type MCPRefusal struct {
 	Fault      string `json:"fault,omitempty"` // the fault's spec
 	Attempt    int    `json:"attempt"`         // the attempt that called
 	Seq        int64  `json:"seq"`             // the event's sequence number (set by MCPRefusals)
+	// Virtual is when the gateway refused it, in the run's virtual time
+	// (set by MCPRefusals).
+	Virtual time.Time `json:"virtual,omitzero"`
 }
 
 // MCPRefusals are the refused tools/calls among a run's events, in order.
@@ -406,7 +409,7 @@ func MCPRefusals(events []EventRecord) []MCPRefusal {
 		if json.Unmarshal(ev.Data, &r) != nil {
 			continue
 		}
-		r.Seq = ev.Seq
+		r.Seq, r.Virtual = ev.Seq, ev.Virtual
 		out = append(out, r)
 	}
 	return out
