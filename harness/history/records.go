@@ -392,17 +392,21 @@ type MCPRefusal struct {
 	Fault      string `json:"fault,omitempty"` // the fault's spec
 	Attempt    int    `json:"attempt"`         // the attempt that called
 	Seq        int64  `json:"seq"`             // the event's sequence number (set by MCPRefusals)
+	// Virtual is when the gateway refused it, in the run's virtual time
+	// (set by MCPRefusals).
+	Virtual time.Time `json:"virtual,omitzero"`
 }
 
 // MCPRefusals are the refused tools/calls among a run's events, in order.
 // An event whose data cannot be read is skipped.
 func MCPRefusals(events []EventRecord) []MCPRefusal {
-	return eventData(events, EventMCPRefused, func(r *MCPRefusal, seq int64) { r.Seq = seq })
+	return eventData(events, EventMCPRefused, func(r *MCPRefusal, ev EventRecord) { r.Seq, r.Virtual = ev.Seq, ev.Virtual })
 }
 
-// eventData reads the data of a run's events of type typ, in order,
-// setting each one's seq; an event whose data cannot be read is skipped.
-func eventData[T any](events []EventRecord, typ string, setSeq func(*T, int64)) []T {
+// eventData reads the data of a run's events of type typ, in order, set
+// filling in what each one takes from its event (its seq); an event whose
+// data cannot be read is skipped.
+func eventData[T any](events []EventRecord, typ string, set func(*T, EventRecord)) []T {
 	var out []T
 	for _, ev := range events {
 		if ev.Type != typ {
@@ -412,7 +416,7 @@ func eventData[T any](events []EventRecord, typ string, setSeq func(*T, int64)) 
 		if json.Unmarshal(ev.Data, &d) != nil {
 			continue
 		}
-		setSeq(&d, ev.Seq)
+		set(&d, ev)
 		out = append(out, d)
 	}
 	return out
@@ -443,5 +447,5 @@ type MCPListChange struct {
 // MCPListChanges are the list_changed notifications among a run's events,
 // in order. An event whose data cannot be read is skipped.
 func MCPListChanges(events []EventRecord) []MCPListChange {
-	return eventData(events, EventMCPListChanged, func(c *MCPListChange, seq int64) { c.Seq = seq })
+	return eventData(events, EventMCPListChanged, func(c *MCPListChange, ev EventRecord) { c.Seq = ev.Seq })
 }
