@@ -195,6 +195,30 @@ func backoff(stalled int) time.Duration {
 	return min(d, 2*time.Second)
 }
 
+// pacing is the supervisor's back-off between attempts. It slows down a
+// crash loop of the agent's own making — attempts that end, by themselves,
+// without a new checkpoint — and nothing else: an attempt a fault ended
+// (kill, stop, restart) is followed by the next at once, however little
+// it did, since the schedule, not the agent, cut it short. Such an
+// attempt neither adds to the loop nor clears it; max_attempts counts
+// every attempt alike.
+type pacing struct {
+	stalled int // attempts of the agent's own in a row that ended without a new checkpoint
+}
+
+// after notes how an attempt ended and returns the wait before the next.
+func (p *pacing) after(progressed, faulted bool) time.Duration {
+	switch {
+	case progressed:
+		p.stalled = 0
+		return 0
+	case faulted:
+		return 0
+	}
+	p.stalled++
+	return backoff(p.stalled)
+}
+
 // supervise runs attempts until the agent is done or a limit is hit. A new
 // attempt is a new container with a new token; the previous attempt's token
 // is fenced from then on.
@@ -203,7 +227,8 @@ func (r *run) supervise(ctx context.Context, spec sandboxPlan) (endState, error)
 	if err != nil {
 		return endState{}, err
 	}
-	stalled := 0
+	var pace pacing
+	var wait time.Duration // before the next attempt
 	defer r.removals.Wait()
 	if st, ok := b.(sandbox.Standbys); ok && r.rec.SocketDir != "" && r.wantsStandby() {
 		r.standby = standbys{st: st}
@@ -272,11 +297,11 @@ func (r *run) supervise(ctx context.Context, spec sandboxPlan) (endState, error)
 		if loop {
 			return endState{limit: true, reason: loopReason}, nil
 		}
-		if n > 1 {
+		if n > 1 && wait > 0 {
 			select {
 			case <-ctx.Done():
 				return r.stopped(ctx)
-			case <-time.After(backoff(stalled)):
+			case <-time.After(wait):
 			}
 		}
 		if err := r.holdDown(ctx); err != nil {
@@ -290,12 +315,9 @@ func (r *run) supervise(ctx context.Context, spec sandboxPlan) (endState, error)
 		}
 		r.mu.Lock()
 		progressed := r.cp.Seq > seqBefore
+		_, faulted := r.sup.killedBy[n]
 		r.mu.Unlock()
-		if progressed {
-			stalled = 0
-		} else {
-			stalled++
-		}
+		wait = pace.after(progressed, faulted)
 		if ctx.Err() != nil {
 			return r.stopped(ctx)
 		}
