@@ -231,7 +231,7 @@ func (r *run) supervise(ctx context.Context, spec sandboxPlan) (endState, error)
 	var wait time.Duration // before the next attempt
 	defer r.removals.Wait()
 	if st, ok := b.(sandbox.Standbys); ok && r.rec.SocketDir != "" && r.wantsStandby() {
-		r.standby = standbys{st: st}
+		r.standby = standbys{st: st, ahead: r.standbysAhead()}
 		defer func() {
 			if err := r.standby.drop(ctx); err != nil {
 				r.log.Warn("remove the standby", "err", err)
@@ -421,6 +421,7 @@ func (r *run) attempt(ctx context.Context, b sandbox.Backend, n int, renewed boo
 	sb, standby, err := r.startSandbox(dctx, b, spec)
 	r.mu.Lock()
 	if err == nil {
+		r.sup.list[n-1].HandedOverAt = time.Now().UTC()
 		r.sup.list[n-1].Container = sb.ID()
 		r.sup.list[n-1].Standby = standby
 		r.sup.starting = sb
@@ -433,12 +434,11 @@ func (r *run) attempt(ctx context.Context, b sandbox.Backend, n int, renewed boo
 		r.endAttempt(ctx, n, nil, nil, "could not start its sandbox: "+err.Error())
 		return fmt.Errorf("attempt %d: %w", n, err)
 	}
-	if n+1-window < r.rec.MaxAttempts {
-		// The next attempt's sandbox, started while this one runs.
-		next := spec
-		next.Attempt, next.Env = n+1, r.sharedEnv(plan)
-		r.standby.prepare(ctx, next)
-	}
+	// The next attempts' sandboxes, started while this one runs, no
+	// further than the last attempt max_attempts lets run.
+	ahead := spec
+	ahead.Env = r.sharedEnv(plan)
+	r.standby.keepAhead(ctx, ahead, n, window+r.rec.MaxAttempts-1)
 	// The sandbox's id is durable before the attempt's verdict on it, so a
 	// resume after a harness crash can name the orphan it reaps.
 	if err := r.put(context.WithoutCancel(ctx), history.AttemptEntry(r.rec.ID, att)); err != nil {
@@ -602,7 +602,10 @@ func (r *run) attemptEnv(plan sandboxPlan, n int, token string) map[string]strin
 func (r *run) startSandbox(ctx context.Context, b sandbox.Backend, spec sandbox.Spec) (sb sandbox.Sandbox, standby bool, err error) {
 	h := sandbox.Handover{Attempt: spec.Attempt, Env: spec.Env}
 	st, err := r.standby.take(ctx, spec.Attempt, h)
-	if err != nil {
+	switch {
+	case st != nil && err != nil:
+		r.log.Warn("remove standbys made for earlier attempts", "attempt", spec.Attempt, "err", err)
+	case err != nil:
 		r.log.Warn("the standby could not serve: the attempt starts cold", "attempt", spec.Attempt, "err", err)
 	}
 	if st != nil {
