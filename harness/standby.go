@@ -53,9 +53,14 @@ func (r *run) standbysAhead() int {
 	if k := r.h.opts.standbyAhead; k > 0 {
 		return k
 	}
+	// A recurring spec is expanded into t: instances; what was written is
+	// in each instance's From.
 	recurs := slices.ContainsFunc(r.faults.faults, func(f *faultState) bool {
-		t := f.spec.Trigger.Type
-		return f.kind.EndsAttempt && (t == chaos.TriggerEvery || t == chaos.TriggerRate)
+		if !f.kind.EndsAttempt {
+			return false
+		}
+		from, err := chaos.ParseSpec(f.rec.From)
+		return err == nil && (from.Trigger.Type == chaos.TriggerEvery || from.Trigger.Type == chaos.TriggerRate)
 	})
 	if recurs {
 		return 2
