@@ -89,10 +89,13 @@ type AttemptRecord struct {
 	StdoutBlob string    `json:"stdout_blob,omitempty"`
 	StderrBlob string    `json:"stderr_blob,omitempty"`
 	// Timings of a fault's kill (wall clock): when it was issued, when the
-	// container was seen dead; and when the attempt first read its
-	// checkpoint (how fast it got back to work).
+	// container was seen dead; when the attempt's sandbox was handed to it
+	// (a standby's handover written, or a cold start's Start returned);
+	// and when the attempt first read its checkpoint (how fast it got back
+	// to work).
 	KillIssuedAt   time.Time `json:"kill_issued_at,omitzero"`
 	ExitedAt       time.Time `json:"exited_at,omitzero"`
+	HandedOverAt   time.Time `json:"handed_over_at,omitzero"`
 	FirstResumedAt time.Time `json:"first_resumed_at,omitzero"`
 	// Lessons are the lessons the attempt was handed in GET /v1/run.
 	Lessons []protocol.Lesson `json:"lessons,omitempty"`
