@@ -183,6 +183,10 @@ type Harness struct {
 	shadows *shadowUpstreams // HTTP APIs' scratch upstreams started for isolated runs (nil: none yet)
 	mcp     *mcpServers      // MCP servers connected (stdio ones started) for runs (nil: none yet)
 
+	// reserved are isolated runs reserved ahead with their standbys
+	// (StandbyIsolated), until their drive takes them or they are released.
+	reserved map[string]*IsolatedStandby
+
 	control *controlServer // the state dir's control socket (nil: none)
 	// index keeps the runs' headers for QueryRuns, told by w of every run
 	// record written (built on the first query).
@@ -227,7 +231,7 @@ func Open(ctx context.Context, opts Options) (*Harness, error) {
 		return nil, err
 	}
 	h := &Harness{opts: opts, j: j, w: history.NewWriter(j), history: history.NewReader(j, opts.Worlds),
-		log: opts.Logger, state: abs, live: map[string]bool{}, index: history.NewRunIndex()}
+		log: opts.Logger, state: abs, live: map[string]bool{}, reserved: map[string]*IsolatedStandby{}, index: history.NewRunIndex()}
 	h.w.Track(h.index)
 	h.history.SetRemote(func(ctx context.Context, rec history.RunRecord, scen *scenarios.Scenario) (world.World, error) {
 		wr := h.w

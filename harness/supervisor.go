@@ -231,7 +231,8 @@ func (r *run) supervise(ctx context.Context, spec sandboxPlan) (endState, error)
 	var wait time.Duration // before the next attempt
 	defer r.removals.Wait()
 	if st, ok := b.(sandbox.Standbys); ok && r.rec.SocketDir != "" && r.wantsStandby() {
-		r.standby = standbys{st: st, ahead: r.standbysAhead()}
+		// Beside a standby reserved for an isolated run's first attempt (drive).
+		r.standby.st, r.standby.ahead = st, r.standbysAhead()
 		defer func() {
 			if err := r.standby.drop(ctx); err != nil {
 				r.log.Warn("remove the standby", "err", err)
@@ -560,14 +561,17 @@ func (r *run) attempt(ctx context.Context, b sandbox.Backend, n int, renewed boo
 
 // sharedEnv is the environment every attempt of the run is given alike:
 // the scenario's, and where the gateway is. A standby is started with it.
-func (r *run) sharedEnv(plan sandboxPlan) map[string]string {
+func (r *run) sharedEnv(plan sandboxPlan) map[string]string { return sharedEnv(plan, r.rec.ID) }
+
+// sharedEnv is the environment every attempt of run runID is given alike.
+func sharedEnv(plan sandboxPlan, runID string) map[string]string {
 	env := map[string]string{}
 	for k, v := range plan.env {
 		env[k] = v
 	}
 	env[protocol.EnvSocket] = sandbox.GatewaySocket
 	env[protocol.EnvURL] = sandbox.RelayURL
-	env[protocol.EnvRunID] = r.rec.ID
+	env[protocol.EnvRunID] = runID
 	// Any OpenAI client inside works unchanged: its base URL is the
 	// gateway's LLM endpoint (through the init's relay) and its key is the
 	// attempt's token. The provider's own key never enters the sandbox.
