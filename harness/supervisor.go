@@ -634,6 +634,7 @@ func (r *run) beginAttempt(ctx context.Context, n int, renewed bool) (string, er
 	r.sup.list = append(r.sup.list, att)
 	r.sup.tokens[att.TokenHash] = n
 	r.sup.current = n
+	r.mcpAttemptEndedLocked(n - 1) // the earlier attempts' MCP sessions close: they are fenced
 	r.holdMu.Lock()
 	r.dead[n] = make(chan struct{})
 	r.holdMu.Unlock()
@@ -675,6 +676,7 @@ func (r *run) endAttempt(ctx context.Context, n int, sb sandbox.Sandbox, code *i
 		detail["exit_code"] = *code
 	}
 	r.event(ctx, "harness.attempt_end", fmt.Sprintf("attempt %d ended: %s", n, end), detail)
+	r.mcpAttemptEndedLocked(n) // its MCP sessions close with it
 }
 
 // seenDead notes that attempt n's container is dead (or never ran): the
