@@ -402,6 +402,31 @@ var _ = Describe("MCP tool changes the gateway makes, against a real MCP server 
 		Expect(lr.faultRecord().Evidence.Tool).To(Equal(&chaos.ToolWindow{FromOrder: 1}), "the window is journaled with the fault")
 	})
 
+	It("faults-fired: a run loaded again after its harness stopped (a resume) judges a tool change from the journal as the live run would", func(ctx SpecContext) {
+		scen := countersScenario(bin, "agent", "faults: [\"mcp-schema:counters__add:rename=n>amount@step:1\"]\n")
+		state := GinkgoT().TempDir()
+		h, err := Open(ctx, Options{StateDir: state})
+		Expect(err).NotTo(HaveOccurred())
+		id, err := h.create(ctx, RunRequest{Scenario: scen})
+		Expect(err).NotTo(HaveOccurred())
+		lr := liveRunOf(h, id)
+		tok := lr.attempt()
+		cs := lr.mcpSession(ctx, tok)
+		_, err = lr.sdk(tok).Checkpoint(ctx, 1, nil)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(tool(ctx, cs, "counters__add", map[string]any{"name": "a", "n": 1}).IsError).To(BeTrue(), "the old shape, refused")
+		Expect(value(tool(ctx, cs, "counters__add", map[string]any{"name": "a", "amount": 2}))).To(BeEquivalentTo(2), "the new shape, run")
+		Expect(value(tool(ctx, cs, "counters__get", map[string]any{"name": "a"}))).To(BeEquivalentTo(2), "another tool: no count")
+		lr.stop() // the harness goes away before the run's end: nothing judged in memory survives
+
+		h, err = Open(ctx, Options{StateDir: state})
+		Expect(err).NotTo(HaveOccurred())
+		lr = liveRunOf(h, id)
+		_, fired := lr.finished(ctx)
+		Expect(fired.Verdict).To(Equal("pass"), fired.Detail)
+		Expect(lr.faultRecord().MetDetail).To(Equal("the agent called counters__add twice after it changed (1 refused, 1 in the new shape)"))
+	})
+
 	It("faults-fired: a call of the tool after the change healed did not meet it", func(ctx SpecContext) {
 		lr := liveMCPRun(countersScenario(bin, "agent", "faults: [\"mcp-schema:counters__add:rename=n>amount@step:1/1h\"]\n"), Options{})
 		tok := lr.attempt()

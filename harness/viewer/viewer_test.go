@@ -204,7 +204,7 @@ var _ = Describe("the viewer beside a process that owns the state dir", func() {
 		srv := serve(dir)
 		requests, stop := harnesstest.Hammer(srv.Client(), 3, srv.URL+"/runs", srv.URL+"/runs/"+detailed, srv.URL+"/suites")
 		DeferCleanup(stop)
-		Eventually(requests).Should(BeNumerically(">", 10))
+		Eventually(requests).WithTimeout(10*time.Second).Should(BeNumerically(">", 10), "the viewer is being asked (under load, ten requests take more than the default second)")
 		before := requests()
 		for i := range 20 {
 			start := time.Now()
