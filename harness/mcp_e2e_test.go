@@ -19,6 +19,7 @@ import (
 
 	"github.com/overnight-dev/overnight/harness"
 	"github.com/overnight-dev/overnight/harness/harnesstest"
+	"github.com/overnight-dev/overnight/harness/history"
 	"github.com/overnight-dev/overnight/harness/report"
 	"github.com/overnight-dev/overnight/sandbox/docker"
 	"github.com/overnight-dev/overnight/scenarios"
@@ -222,5 +223,30 @@ var _ = Describe("an agent whose tools are MCP servers, through the gateway's MC
 			Expect(invariant(res, harness.InvNoDuplicateEffects).Verdict).To(Equal(harness.VerdictFail))
 			Expect(tickets(h, res.RunID)).To(HaveLen(5))
 		}, SpecTimeout(4*time.Minute))
+
+		It("reads notifications/tools/list_changed on its session's GET stream when mcp-tool-gone fires, and finds the tool gone", func(ctx SpecContext) {
+			h := newHarness(ctx, nil)
+			scen := mcpScenario(agentBin, notesBin, "",
+				"faults: [kill@effect:2]", "faults: [mcp-tool-gone:tickets__close_ticket@step:1]",
+				"agents:\n  nokeys:\n", "agents:\n  watch:\n    image: "+tag+"\n    args: [python3, /agent/client.py, --watch-tools]\n  nokeys:\n")
+			res, err := h.Run(ctx, harness.RunRequest{Scenario: scen, Agent: "watch"})
+			Expect(err).NotTo(HaveOccurred())
+			logs, _ := h.Logs(res.RunID)
+			Expect(res.Verdict).To(Equal(harness.VerdictPass), "%s\n%+v", res.Reason, logs)
+			Expect(res.Attempts).To(Equal(1))
+			Expect(logs[0].Stdout).To(And(
+				ContainSubstring("notified: notifications/tools/list_changed"),
+				ContainSubstring("tools gone: ['tickets__close_ticket']"),
+				ContainSubstring("calling tickets__close_ticket: isError True: tool tickets__close_ticket is gone")), logs[0].Stderr)
+
+			run, err := h.History().Load(ctx, res.RunID)
+			Expect(err).NotTo(HaveOccurred())
+			changes := history.MCPListChanges(run.Events)
+			Expect(changes).To(HaveLen(1), "journaled: %+v", run.Events)
+			Expect(changes[0].Stream).To(Equal("GET"))
+			Expect(changes[0].Session).NotTo(BeEmpty())
+			Expect(changes[0].Changed).To(Equal([]string{"tickets__close_ticket gone (mcp-tool-gone:tickets__close_ticket@step:1)"}))
+			Expect(titles(tickets(h, res.RunID))).To(Equal([]string{"disk full", "cert expired", "backup failed"}))
+		}, SpecTimeout(3*time.Minute))
 	})
 })
