@@ -242,6 +242,7 @@ type worldStore struct {
 	j        *journal.Journal
 	scratch  bool
 	unsynced bool     // commits wait for the next sync (see Unsynced)
+	buffered bool     // commits wait in memory for the next synced commit (see Buffered)
 	recorded [][]byte // commits under these are buffered (see AnswersStore)
 }
 
@@ -255,7 +256,7 @@ func (s worldStore) Commit(ctx context.Context, entries ...world.Entry) error {
 		}
 	}
 	switch {
-	case s.scratch:
+	case s.scratch, s.buffered:
 		return s.j.CommitBuffered(ctx, es...) // a shadow world's commits come with its effects (see Scratch)
 	case s.unsynced && recorded:
 		return s.j.CommitBuffered(ctx, es...)
@@ -274,6 +275,20 @@ func (s worldStore) Commit(ctx context.Context, entries ...world.Entry) error {
 // answer lost is journaled again when the effect is reconciled.
 func (s worldStore) Unsynced() world.Store {
 	s.unsynced = !s.scratch
+	return s
+}
+
+// Buffered is the same key space with commits held in memory, in order
+// with every other commit of the journal, and written with the next
+// commit anyone makes — in the same Badger transaction as the next synced
+// one when it holds them (journal.Journal.CommitBuffered): readers see
+// them at once, and a SIGKILL before that commit loses them. It is for the
+// journal of a served world's answers, whose every answer is followed at
+// once by the effect's durable result: the world's own ledger is
+// authoritative, and an answer lost is journaled again from it when the
+// effect, left without a result, is reconciled.
+func (s worldStore) Buffered() world.Store {
+	s.buffered = true
 	return s
 }
 
