@@ -49,7 +49,8 @@ var _ = Describe("a journaled tool result read back for the agent (decodeToolRes
 		Entry("content null", `{"content":null}`),
 		Entry("structured content null", `{"content":[],"structuredContent":null}`),
 		Entry("an empty text", `{"content":[{"type":"text","text":""}]}`),
-		Entry("a result's _meta (the SDK's decoder)", `{"_meta":{"progress":1},"content":[{"type":"text","text":"x"}]}`),
+		Entry("a result's _meta", `{"_meta":{"progress":1,"deep":{"a":[1,"b",null,true]}},"content":[{"type":"text","text":"x"}]}`),
+		Entry("what the SDK's server answers a new client", `{"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"counters","version":"v1"}},"content":[{"type":"text","text":"1"}],"structuredContent":{"value":1},"resultType":"complete"}`),
 		Entry("an image (the SDK's decoder)", `{"content":[{"type":"image","data":"aGk=","mimeType":"image/png"},{"type":"text","text":"x"}]}`),
 		Entry("annotations on text (the SDK's decoder)", `{"content":[{"type":"text","text":"x","annotations":{"priority":0.5}}]}`),
 		Entry("a text's _meta (the SDK's decoder)", `{"content":[{"type":"text","text":"x","_meta":{"a":"b"}}]}`),
@@ -65,6 +66,7 @@ var _ = Describe("a journaled tool result read back for the agent (decodeToolRes
 		for _, raw := range []string{
 			`{"content":[],"structuredContent":{"b":1,"a":[2]}}`,
 			`{"content":[{"type":"text","text":"3"}],"structuredContent":{"b":1,"a":[2]},"resultType":"complete"}`,
+			`{"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"counters","version":"v1"}},"content":[{"type":"text","text":"1"}],"structuredContent":{"b":1,"a":[2]},"resultType":"complete"}`,
 		} {
 			var got mcp.CallToolResult
 			Expect(decodeToolResult([]byte(raw), &got)).To(Succeed())
