@@ -1,7 +1,9 @@
 package world
 
 import (
+	"cmp"
 	"context"
+	"slices"
 	"strconv"
 	"sync"
 
@@ -19,13 +21,15 @@ type IdentityFunc func(ctx context.Context, e LedgerEntry) (name string, counts 
 // same key again is one effect, not two.
 type DupIndex struct {
 	identity IdentityFunc
-	order    []string
 	groups   map[string]*dupGroup
+	n        int         // groups so far: the next one's place
+	dups     []*dupGroup // the groups done under more than one key, by place
 }
 
 type dupGroup struct {
-	d    Duplicate
-	keys map[string]bool
+	d     Duplicate
+	keys  map[string]bool
+	place int // the order its first entry came in
 }
 
 // NewDupIndex returns an empty index judging entries by identity.
@@ -46,9 +50,9 @@ func (x *DupIndex) Add(ctx context.Context, e LedgerEntry) error {
 	id := e.Kind + "\x00" + name
 	g := x.groups[id]
 	if g == nil {
-		g = &dupGroup{d: Duplicate{Kind: e.Kind, Name: name}, keys: map[string]bool{}}
+		g = &dupGroup{d: Duplicate{Kind: e.Kind, Name: name}, keys: map[string]bool{}, place: x.n}
 		x.groups[id] = g
-		x.order = append(x.order, id)
+		x.n++
 	}
 	if g.keys[e.Key] {
 		return nil
@@ -57,19 +61,24 @@ func (x *DupIndex) Add(ctx context.Context, e LedgerEntry) error {
 	g.d.IDs = append(g.d.IDs, "ledger#"+strconv.FormatInt(e.Seq, 10))
 	g.d.Keys = append(g.d.Keys, e.Key)
 	g.d.Count++
+	if g.d.Count == 2 {
+		// Now a duplicate: kept in the list Duplicates reads, in the
+		// order the groups' first entries came.
+		i, _ := slices.BinarySearchFunc(x.dups, g.place, func(d *dupGroup, place int) int { return cmp.Compare(d.place, place) })
+		x.dups = slices.Insert(x.dups, i, g)
+	}
 	return nil
 }
 
 // Duplicates lists the groups done under more than one key, in the order
-// their first entries came.
+// their first entries came. It reads those groups alone, so that a check
+// after every effect costs what the duplicates hold, not the whole ledger.
 func (x *DupIndex) Duplicates() []Duplicate {
 	var out []Duplicate
-	for _, id := range x.order {
-		if g := x.groups[id]; g.d.Count > 1 {
-			d := g.d
-			d.IDs, d.Keys = append([]string(nil), d.IDs...), append([]string(nil), d.Keys...)
-			out = append(out, d)
-		}
+	for _, g := range x.dups {
+		d := g.d
+		d.IDs, d.Keys = append([]string(nil), d.IDs...), append([]string(nil), d.Keys...)
+		out = append(out, d)
 	}
 	return out
 }
