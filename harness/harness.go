@@ -151,6 +151,10 @@ type Options struct {
 	// container's start (sandbox.Standbys; a backend without it starts
 	// every attempt cold). Default StandbyAuto: where it pays.
 	Standby StandbyPolicy
+	// standbyAhead, when > 0, is how many attempts ahead a run with
+	// standbys keeps them started, whatever its schedule (tests and
+	// benchmarks; see run.standbysAhead).
+	standbyAhead int
 	// Existing refuses to create the state dir: commands that only read
 	// runs (runs, logs, resume) say the dir is missing instead of making an
 	// empty one. Default false.

@@ -173,10 +173,10 @@ func (s *IsolatedStandby) Started(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	p := s.sb.next
-	if p == nil {
+	if len(s.sb.next) == 0 {
 		return fmt.Errorf("isolated run %s has no standby: its agent was not ready", s.id)
 	}
+	p := s.sb.next[0]
 	select {
 	case <-p.ready:
 		return p.err
@@ -219,7 +219,7 @@ func (s *IsolatedStandby) Release(ctx context.Context) error {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	var errs []error
-	if s.sb.next != nil {
+	if len(s.sb.next) > 0 {
 		errs = append(errs, s.sb.drop(rctx))
 		errs = append(errs, s.releaseBackend.Release(rctx, s.id))
 	}

@@ -17,7 +17,8 @@ import (
 )
 
 // ChangeMCPTool implements chaos.MCP: the gateway serves the tool changed
-// from now on (MCPTools, MCPCall).
+// from now on (MCPTools, MCPCall), and notifies the agent's MCP sessions
+// (notifications/tools/list_changed).
 func (t runTarget) ChangeMCPTool(c chaos.MCPToolChange) {
 	if t.r.mcpChanged == nil {
 		t.r.mcpChanged = map[string]mcpChange{}
@@ -27,6 +28,7 @@ func (t runTarget) ChangeMCPTool(c chaos.MCPToolChange) {
 		ch.by = f.rec.Spec
 	}
 	t.r.mcpChanged[c.Tool.String()] = ch
+	t.r.mcpToolsChangedLocked()
 }
 
 // mcpChange is a tool change and the spec of the fault that made it.
@@ -36,7 +38,10 @@ type mcpChange struct {
 }
 
 // RestoreMCPTool implements chaos.MCP.
-func (t runTarget) RestoreMCPTool(tool chaos.MCPScope) { delete(t.r.mcpChanged, tool.String()) }
+func (t runTarget) RestoreMCPTool(tool chaos.MCPScope) {
+	delete(t.r.mcpChanged, tool.String())
+	t.r.mcpToolsChangedLocked()
+}
 
 // mcpChanges are the tools changed now, by <server>__<tool>.
 func (r *run) mcpChanges() map[string]mcpChange {

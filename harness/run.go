@@ -73,6 +73,9 @@ type run struct {
 
 	mcpCalls   mcpOrdinal           // the current attempt's mutating MCP calls, for keys: derived
 	mcpChanged map[string]mcpChange // tools an mcp-tool-gone or mcp-schema fault changed, by <server>__<tool> (mcptools.go)
+	// The gateways' MCP endpoints serving the run, told when the tools
+	// change and when an attempt ends (mcpnotify.go).
+	mcpListeners []gateway.MCPListener
 
 	link    *chaos.Link // the agent's link to the gateway (nil until driven)
 	network bool        // the run's sandboxes are on its network (sandbox: {network: internal})

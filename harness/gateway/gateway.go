@@ -23,8 +23,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"github.com/overnight-dev/overnight/sandbox/protocol"
 )
 
@@ -121,12 +119,9 @@ type Server struct {
 	log     *slog.Logger
 	http    *http.Server
 
-	// The MCP endpoint's handler, made on first use, and its servers by
-	// attempt and tools (see mcpServer).
-	mcpOnce    sync.Once
-	mcpHandler http.Handler
-	mcpMu      sync.Mutex
-	mcpServers map[string]*mcp.Server
+	// The MCP endpoint, made on first use (mcpfront.go).
+	mcpOnce sync.Once
+	mcp     *mcpFront
 }
 
 // New returns a gateway serving backend. A nil logger discards.
@@ -155,6 +150,7 @@ func (s *Server) Serve(l net.Listener) error {
 // Shutdown stops accepting, waits for in-flight requests until ctx ends,
 // then closes the remaining connections.
 func (s *Server) Shutdown(ctx context.Context) error {
+	s.closeMCP() // its streams would hold the shutdown until ctx ends
 	err := s.http.Shutdown(ctx)
 	if err != nil {
 		_ = s.http.Close()
@@ -163,7 +159,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 }
 
 // Close closes the listener and every connection at once.
-func (s *Server) Close() error { return s.http.Close() }
+func (s *Server) Close() error {
+	s.closeMCP()
+	return s.http.Close()
+}
 
 // Handler returns the protocol's HTTP handler (also used directly in tests).
 func (s *Server) Handler() http.Handler {
@@ -201,6 +200,10 @@ func (s *Server) Handler() http.Handler {
 		return mux
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, MCPPathPrefix) {
+			mux.ServeHTTP(w, r) // observed by the endpoint itself: its streams are no requests in flight
+			return
+		}
 		obs.RequestStarted()
 		defer obs.RequestFinished()
 		mux.ServeHTTP(w, r)
@@ -228,16 +231,41 @@ func (s *Server) auth(h handler) http.HandlerFunc {
 	}
 }
 
-// decode reads a JSON body strictly: known fields only, one value, bounded size.
-func decode(w http.ResponseWriter, r *http.Request, v any) bool {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+// pathCaller authenticates the token in r's path ({token}): ok false, the
+// refusal was written with write, saying what to do (hint). The writer
+// returned holds its reply while the backend holds c's (Holder).
+func (s *Server) pathCaller(w http.ResponseWriter, r *http.Request, write func(http.ResponseWriter, *Error), hint string) (Caller, http.ResponseWriter, bool) {
+	c, ok := s.backend.Authenticate(r.PathValue("token"))
+	if !ok {
+		write(w, Errorf(http.StatusUnauthorized, protocol.CodeUnauthorized, "unknown token in the path: it was not minted for this run's attempt (%s)", hint))
+		return c, w, false
+	}
+	if hb, ok := s.backend.(Holder); ok {
+		w = &heldWriter{ResponseWriter: w, hold: func() { hb.HoldReply(r.Context(), c) }}
+	}
+	return c, w, true
+}
+
+// readBody reads r's body, at most limit bytes: a larger body is a 413
+// too_large (its message ends with why, when given), a body that cannot be
+// read a 400.
+func readBody(w http.ResponseWriter, r *http.Request, limit int64, why string) ([]byte, *Error) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			writeError(w, Errorf(http.StatusRequestEntityTooLarge, protocol.CodeTooLarge, "request body over %d bytes", MaxBodyBytes))
-			return false
+			return nil, Errorf(http.StatusRequestEntityTooLarge, protocol.CodeTooLarge, "request body over %d bytes%s", limit, why)
 		}
-		writeError(w, Errorf(http.StatusBadRequest, protocol.CodeBadRequest, "read request body: %v", err))
+		return nil, Errorf(http.StatusBadRequest, protocol.CodeBadRequest, "read request body: %v", err)
+	}
+	return body, nil
+}
+
+// decode reads a JSON body strictly: known fields only, one value, bounded size.
+func decode(w http.ResponseWriter, r *http.Request, v any) bool {
+	body, e := readBody(w, r, MaxBodyBytes, "")
+	if e != nil {
+		writeError(w, e)
 		return false
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))

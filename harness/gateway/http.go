@@ -3,7 +3,6 @@ package gateway
 import (
 	"context"
 	"errors"
-	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -71,14 +70,9 @@ const maxHTTPKeyBytes = 512
 // httpPassThrough serves HTTPPathPrefix+"{api}/{token}/{path...}" for any
 // method: the token authenticates, the backend answers.
 func (s *Server) httpPassThrough(w http.ResponseWriter, r *http.Request) {
-	c, ok := s.backend.Authenticate(r.PathValue("token"))
+	c, w, ok := s.pathCaller(w, r, writeHTTPError, "use $OVERNIGHT_HTTP_<API> as the base URL as it is given")
 	if !ok {
-		writeHTTPError(w, Errorf(http.StatusUnauthorized, protocol.CodeUnauthorized,
-			"unknown token in the path: it was not minted for this run's attempt (use $OVERNIGHT_HTTP_<API> as the base URL as it is given)"))
 		return
-	}
-	if hb, ok := s.backend.(Holder); ok {
-		w = &heldWriter{ResponseWriter: w, hold: func() { hb.HoldReply(r.Context(), c) }}
 	}
 	b, ok := s.backend.(HTTPBackend)
 	if !ok {
@@ -96,14 +90,9 @@ func (s *Server) httpPassThrough(w http.ResponseWriter, r *http.Request) {
 			limit, why = n, "the max_body of HTTP API "+r.PathValue("api")
 		}
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
-	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			writeHTTPError(w, Errorf(http.StatusRequestEntityTooLarge, protocol.CodeTooLarge, "request body over %d bytes (%s); it was not sent", limit, why))
-			return
-		}
-		writeHTTPError(w, Errorf(http.StatusBadRequest, protocol.CodeBadRequest, "read request body: %v", err))
+	body, e := readBody(w, r, limit, " ("+why+"); it was not sent")
+	if e != nil {
+		writeHTTPError(w, e)
 		return
 	}
 	req := HTTPRequest{

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"time"
@@ -71,14 +70,9 @@ func (s *Server) llmChat(w http.ResponseWriter, r *http.Request, c Caller) {
 		}
 		writeLLMError(w, e)
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
-	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			refuse(Errorf(http.StatusRequestEntityTooLarge, protocol.CodeTooLarge, "request body over %d bytes", MaxBodyBytes))
-			return
-		}
-		refuse(Errorf(http.StatusBadRequest, protocol.CodeBadRequest, "read request body: %v", err))
+	body, e := readBody(w, r, MaxBodyBytes, "")
+	if e != nil {
+		refuse(e)
 		return
 	}
 	req, err := llm.ParseRequest(body)

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -15,9 +14,9 @@ import (
 )
 
 // MCPPathPrefix starts the path of the gateway's MCP endpoint: /v1/mcp/<token>
-// ($OVERNIGHT_MCP_URL) serves MCP over streamable HTTP — stateless, every
-// answer a JSON body — fronting the scenario's MCP servers. The attempt's
-// token travels in the path, so an MCP client needs no header of its own.
+// ($OVERNIGHT_MCP_URL) serves MCP over streamable HTTP — every answer a
+// JSON body — fronting the scenario's MCP servers. The attempt's token
+// travels in the path, so an MCP client needs no header of its own.
 const MCPPathPrefix = "/v1/mcp/"
 
 // CodeMCPRefused is the JSON-RPC error code of the harness's own refusals
@@ -43,112 +42,72 @@ type MCPBackend interface {
 }
 
 // MCPMetaGone in the _meta of a tool MCPTools returns marks a tool that
-// vanished (an mcp-tool-gone fault): tools/list omits it, and a call to it
-// still reaches MCPCall, which answers that it is gone. Without a session
-// (the endpoint is stateless) no notifications/tools/list_changed can be
-// sent: the agent's next tools/list shows the change.
+// vanished (an mcp-tool-gone fault): the endpoint stops listing it, which
+// sends notifications/tools/list_changed, and a call to it still reaches
+// MCPCall, which answers that it is gone.
 const MCPMetaGone = "overnight.dev/gone"
+
+// MCPWatcher may be implemented by an MCPBackend whose tools change while
+// an attempt runs, or that ends attempts: the gateway hands it a listener
+// when its MCP endpoint is first used, and stops listening when it closes.
+type MCPWatcher interface {
+	WatchMCP(l MCPListener) (stop func())
+	// MCPNotified is told of each notification the endpoint delivered to a
+	// client of c, after it was written to the client's stream.
+	MCPNotified(ctx context.Context, c Caller, n MCPNotice)
+}
+
+// MCPListener is the gateway's MCP endpoint as a backend tells it what
+// changed. Its methods never block and take no lock a backend holds: a
+// backend may call them under its own lock.
+type MCPListener interface {
+	// MCPToolsChanged says the tools MCPTools lists may have changed: the
+	// endpoint lists them again before it answers anything else, and the
+	// sessions of each attempt get notifications/tools/list_changed.
+	MCPToolsChanged()
+	// MCPAttemptEnded says attempt n, and every one before it, is over:
+	// their sessions are closed, and no new one is opened for them.
+	MCPAttemptEnded(n int)
+}
+
+// MCPNotice is a notification the MCP endpoint delivered.
+type MCPNotice struct {
+	Method  string // notifications/tools/list_changed
+	Session string // the session's Mcp-Session-Id ("": a subscriptions/listen stream, which has none)
+	Stream  string // "GET" (a session's standalone stream) or "subscriptions/listen"
+}
 
 // The _meta field of a tools/call holding the agent's idempotency key
 // (scenarios.MCPMetaIdempotencyKey; the gateway does not import scenarios).
 const metaIdempotencyKey = "overnight.dev/idempotency-key"
 
-// mcpOptions: stateless streamable HTTP, JSON answers; the socket is
-// behind the token, never reached by a browser.
-var mcpOptions = &mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true, DisableLocalhostProtection: true, MaxRequestBodyBytes: MaxBodyBytes}
-
-// mcpEndpoint serves MCPPathPrefix+"{token}": the token authenticates, the
-// official SDK's streamable HTTP handler speaks MCP, and a server made for
-// the request lists the caller's tools and sends each call to the backend.
-func (s *Server) mcpEndpoint(w http.ResponseWriter, r *http.Request) {
-	c, ok := s.backend.Authenticate(r.PathValue("token"))
-	if !ok {
-		writeError(w, Errorf(http.StatusUnauthorized, protocol.CodeUnauthorized,
-			"unknown token in the path: it was not minted for this run's attempt (use $OVERNIGHT_MCP_URL as it is given)"))
-		return
-	}
-	if hb, ok := s.backend.(Holder); ok {
-		w = &heldWriter{ResponseWriter: w, hold: func() { hb.HoldReply(r.Context(), c) }}
-	}
-	b, ok := s.backend.(MCPBackend)
-	if !ok {
-		writeError(w, Errorf(http.StatusNotImplemented, protocol.CodeNotImplemented, "this gateway fronts no MCP servers"))
-		return
-	}
-	s.mcpOnce.Do(func() {
-		s.mcpHandler = mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
-			c, ok := s.backend.Authenticate(r.PathValue("token"))
-			if !ok {
-				return nil
+// toolHandler sends the agent's tools/call of tool to b as c's call.
+func (s *Server) toolHandler(b MCPBackend, c Caller, tool string) mcp.ToolHandler {
+	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		call := MCPCall{Tool: tool, Arguments: req.Params.Arguments}
+		if v, ok := req.Params.Meta[metaIdempotencyKey]; ok {
+			key, isString := v.(string)
+			if !isString || len(key) > maxHTTPKeyBytes {
+				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams,
+					Message: fmt.Sprintf("_meta[%q]: want a string of at most %d bytes", metaIdempotencyKey, maxHTTPKeyBytes)}
 			}
-			return s.mcpServer(r.Context(), b, c)
-		}, mcpOptions)
-	})
-	s.mcpHandler.ServeHTTP(w, r)
-}
-
-// mcpServer is the MCP server a request of c is answered by: c's tools,
-// each call sent to b. It is made once per attempt and list of tools.
-func (s *Server) mcpServer(ctx context.Context, b MCPBackend, c Caller) *mcp.Server {
-	tools, err := b.MCPTools(ctx, c)
-	if err != nil {
-		s.log.Error("MCP: list the tools", "err", err)
-		return nil
-	}
-	var id strings.Builder
-	fmt.Fprintf(&id, "%d", c.Attempt)
-	hidden := map[string]bool{}
-	for _, t := range tools {
-		id.WriteString("\x00" + t.Name)
-		if t.Meta[MCPMetaGone] == true {
-			hidden[t.Name] = true
-			id.WriteString("\x00gone")
+			call.Key = key
 		}
-		schema, _ := json.Marshal(t.InputSchema) // a changed schema is another server
-		id.Write(schema)
+		if len(call.Arguments) > MaxEffectArgsBytes {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("arguments are %d bytes; at most %d", len(call.Arguments), MaxEffectArgsBytes)}
+		}
+		res, err := b.MCPCall(ctx, c, call)
+		if hb, ok := s.backend.(Holder); ok {
+			// Held here, before the SDK writes a byte of the answer
+			// (whatever it wrote before the call): an attempt a fault
+			// of this call is ending never hears it.
+			hb.HoldReply(ctx, c)
+		}
+		if err != nil {
+			return nil, mcpError(s, tool, err)
+		}
+		return res, nil
 	}
-	s.mcpMu.Lock()
-	defer s.mcpMu.Unlock()
-	if srv := s.mcpServers[id.String()]; srv != nil {
-		return srv
-	}
-	srv := mcp.NewServer(&mcp.Implementation{Name: "overnight", Version: "v1"}, &mcp.ServerOptions{Logger: s.log})
-	if len(hidden) > 0 {
-		srv.AddReceivingMiddleware(hideTools(hidden))
-	}
-	for _, t := range tools {
-		name := t.Name
-		srv.AddTool(t, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-			call := MCPCall{Tool: name, Arguments: req.Params.Arguments}
-			if v, ok := req.Params.Meta[metaIdempotencyKey]; ok {
-				key, isString := v.(string)
-				if !isString || len(key) > maxHTTPKeyBytes {
-					return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams,
-						Message: fmt.Sprintf("_meta[%q]: want a string of at most %d bytes", metaIdempotencyKey, maxHTTPKeyBytes)}
-				}
-				call.Key = key
-			}
-			if len(call.Arguments) > MaxEffectArgsBytes {
-				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("arguments are %d bytes; at most %d", len(call.Arguments), MaxEffectArgsBytes)}
-			}
-			res, err := b.MCPCall(ctx, c, call)
-			if hb, ok := s.backend.(Holder); ok {
-				// Held here, before the SDK writes a byte of the answer
-				// (whatever it wrote before the call): an attempt a fault
-				// of this call is ending never hears it.
-				hb.HoldReply(ctx, c)
-			}
-			if err != nil {
-				return nil, mcpError(s, name, err)
-			}
-			return res, nil
-		})
-	}
-	if s.mcpServers == nil || len(s.mcpServers) >= 64 {
-		s.mcpServers = map[string]*mcp.Server{} // a few attempts' worth; older attempts are fenced anyway
-	}
-	s.mcpServers[id.String()] = srv
-	return srv
 }
 
 // mcpError is a backend's error as the JSON-RPC error the agent gets.
@@ -168,23 +127,4 @@ func mcpError(s *Server, tool string, err error) error {
 	}
 	raw, _ := json.Marshal(data)
 	return &jsonrpc.Error{Code: CodeMCPRefused, Message: pe.Code + ": " + pe.Message, Data: raw}
-}
-
-// hideTools is middleware that leaves the hidden tools out of tools/list.
-func hideTools(hidden map[string]bool) mcp.Middleware {
-	return func(next mcp.MethodHandler) mcp.MethodHandler {
-		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-			res, err := next(ctx, method, req)
-			if lt, ok := res.(*mcp.ListToolsResult); ok && err == nil && method == "tools/list" {
-				kept := make([]*mcp.Tool, 0, len(lt.Tools))
-				for _, t := range lt.Tools {
-					if !hidden[t.Name] {
-						kept = append(kept, t)
-					}
-				}
-				lt.Tools = kept
-			}
-			return res, err
-		}
-	}
 }

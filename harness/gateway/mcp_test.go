@@ -5,11 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -107,6 +110,64 @@ var _ = Describe("the MCP endpoint", func() {
 		Expect(err).NotTo(HaveOccurred())
 		defer resp.Body.Close()
 		Expect(resp.StatusCode).To(Equal(http.StatusUnauthorized))
+	})
+})
+
+// observedMCPBackend is mcpBackend counting the requests in flight, as the
+// harness's clock does.
+type observedMCPBackend struct {
+	mcpBackend
+	inflight atomic.Int64
+}
+
+func (b *observedMCPBackend) RequestStarted()  { b.inflight.Add(1) }
+func (b *observedMCPBackend) RequestFinished() { b.inflight.Add(-1) }
+
+var _ = Describe("the MCP endpoint's sessions and streams", func() {
+	var (
+		b   *observedMCPBackend
+		srv *httptest.Server
+	)
+	BeforeEach(func() {
+		b = &observedMCPBackend{}
+		srv = httptest.NewServer(gateway.New(b, nil).Handler())
+		DeferCleanup(srv.Close)
+	})
+	connect := func(ctx context.Context, token, protocol string) *mcp.ClientSession {
+		GinkgoHelper()
+		c := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "v1"}, &mcp.ClientOptions{ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {}})
+		cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: srv.URL + gateway.MCPPathPrefix + token, MaxRetries: -1}, &mcp.ClientSessionOptions{ProtocolVersion: protocol})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(cs.Close)
+		return cs
+	}
+
+	It("keeps the streams that wait for notifications out of the requests in flight: the clock may jump while they are open", func(ctx SpecContext) {
+		legacy := connect(ctx, "good", "2025-11-25") // its GET stream
+		Expect(legacy.ID()).NotTo(BeEmpty(), "initialize opened a session")
+		current := connect(ctx, "good", "") // its subscriptions/listen stream
+		Expect(current.ID()).To(BeEmpty(), "protocol 2026-07-28 keeps no session")
+		_, err := legacy.ListTools(ctx, nil)
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(b.inflight.Load).Should(BeZero())
+		Consistently(b.inflight.Load).WithTimeout(300 * time.Millisecond).Should(BeZero())
+	})
+
+	It("answers a session id of another attempt's token with 404, and the session's own token as before", func(ctx SpecContext) {
+		cs := connect(ctx, "good", "2025-11-25")
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+gateway.MCPPathPrefix+"old", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
+		Expect(err).NotTo(HaveOccurred())
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Session-Id", cs.ID())
+		resp, err := http.DefaultClient.Do(req)
+		Expect(err).NotTo(HaveOccurred())
+		body, _ := io.ReadAll(resp.Body)
+		Expect(resp.Body.Close()).To(Succeed())
+		Expect(resp.StatusCode).To(Equal(http.StatusNotFound), string(body))
+		Expect(string(body)).To(ContainSubstring("not one of attempt 1's open sessions"))
+		_, err = cs.ListTools(ctx, nil)
+		Expect(err).NotTo(HaveOccurred())
 	})
 })
 

@@ -89,10 +89,13 @@ type AttemptRecord struct {
 	StdoutBlob string    `json:"stdout_blob,omitempty"`
 	StderrBlob string    `json:"stderr_blob,omitempty"`
 	// Timings of a fault's kill (wall clock): when it was issued, when the
-	// container was seen dead; and when the attempt first read its
-	// checkpoint (how fast it got back to work).
+	// container was seen dead; when the attempt's sandbox was handed to it
+	// (a standby's handover written, or a cold start's Start returned);
+	// and when the attempt first read its checkpoint (how fast it got back
+	// to work).
 	KillIssuedAt   time.Time `json:"kill_issued_at,omitzero"`
 	ExitedAt       time.Time `json:"exited_at,omitzero"`
+	HandedOverAt   time.Time `json:"handed_over_at,omitzero"`
 	FirstResumedAt time.Time `json:"first_resumed_at,omitzero"`
 	// Lessons are the lessons the attempt was handed in GET /v1/run.
 	Lessons []protocol.Lesson `json:"lessons,omitempty"`
@@ -392,22 +395,60 @@ type MCPRefusal struct {
 	Fault      string `json:"fault,omitempty"` // the fault's spec
 	Attempt    int    `json:"attempt"`         // the attempt that called
 	Seq        int64  `json:"seq"`             // the event's sequence number (set by MCPRefusals)
+	// Virtual is when the gateway refused it, in the run's virtual time
+	// (set by MCPRefusals).
+	Virtual time.Time `json:"virtual,omitzero"`
 }
 
 // MCPRefusals are the refused tools/calls among a run's events, in order.
 // An event whose data cannot be read is skipped.
 func MCPRefusals(events []EventRecord) []MCPRefusal {
-	var out []MCPRefusal
+	return eventData(events, EventMCPRefused, func(r *MCPRefusal, ev EventRecord) { r.Seq, r.Virtual = ev.Seq, ev.Virtual })
+}
+
+// eventData reads the data of a run's events of type typ, in order, set
+// filling in what each one takes from its event (its seq); an event whose
+// data cannot be read is skipped.
+func eventData[T any](events []EventRecord, typ string, set func(*T, EventRecord)) []T {
+	var out []T
 	for _, ev := range events {
-		if ev.Type != EventMCPRefused {
+		if ev.Type != typ {
 			continue
 		}
-		var r MCPRefusal
-		if json.Unmarshal(ev.Data, &r) != nil {
+		var d T
+		if json.Unmarshal(ev.Data, &d) != nil {
 			continue
 		}
-		r.Seq = ev.Seq
-		out = append(out, r)
+		set(&d, ev)
+		out = append(out, d)
 	}
 	return out
+}
+
+// EventMCPListChanged is the type of the harness event journaled for each
+// notifications/tools/list_changed the gateway's MCP endpoint delivered to
+// an agent's client: after an mcp-tool-gone or mcp-schema fault changed
+// (or healed) the tools the agent sees. Its data is an MCPListChange. Like
+// every event, history_digest does not see it: whether a client held a
+// stream open to hear it differs between honest runs.
+const EventMCPListChanged = "mcp.list_changed"
+
+// MCPListChange is what the journal keeps of a list_changed notification
+// delivered (the data of an EventMCPListChanged event).
+type MCPListChange struct {
+	Attempt int    `json:"attempt"`           // the attempt whose client got it
+	Session string `json:"session,omitempty"` // its Mcp-Session-Id ("": a subscriptions/listen stream)
+	Stream  string `json:"stream"`            // "GET" (the session's stream) or "subscriptions/listen"
+	// Changed are the tools the agent is served otherwise than the
+	// servers list them when it was sent, each with how and by which
+	// fault ("counters__pay gone (mcp-tool-gone:counters__pay@step:1)");
+	// empty once every change healed.
+	Changed []string `json:"changed"`
+	Seq     int64    `json:"seq"` // the event's sequence number (set by MCPListChanges)
+}
+
+// MCPListChanges are the list_changed notifications among a run's events,
+// in order. An event whose data cannot be read is skipped.
+func MCPListChanges(events []EventRecord) []MCPListChange {
+	return eventData(events, EventMCPListChanged, func(c *MCPListChange, ev EventRecord) { c.Seq = ev.Seq })
 }
