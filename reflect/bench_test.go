@@ -52,7 +52,9 @@ func benchHarnessWith(b *testing.B, policy harness.StandbyPolicy, opts reflect.O
 	}
 	b.Cleanup(func() {
 		_ = h.Close()
-		harnesstest.Leftovers(context.Background(), api, state)
+		if left := harnesstest.Leftovers(context.Background(), api, state); len(left) > 0 {
+			b.Errorf("left behind in state dir %s: %v", state, left)
+		}
 		eng := docker.New(api, docker.Options{})
 		if ref, err := eng.ImageRef(context.Background(), docker.ImageSpec{InitBinary: bin}); err == nil {
 			_ = eng.RemoveImage(context.Background(), ref)
@@ -86,7 +88,10 @@ func p50(xs []time.Duration) time.Duration {
 // "cold-no-isolated-standby" is "cold" with the isolated runs started cold
 // (reflect.Options.ColdIsolated: the run's standby alone), and
 // "cold-no-standby" without any standby (harness.StandbyOff), for the
-// comparison.
+// comparison; "cold-floor" is the engine's share alone
+// (isolatedStartsFloor). OVERNIGHT_BENCH_TIMELINE=1 logs when each
+// isolated run began, made its first request and ended, from the
+// reflection's opening.
 //
 //	go test -run '^$' -bench FailureToDecision -benchtime 10x ./reflect
 func BenchmarkFailureToDecision(b *testing.B) {
