@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -39,9 +40,14 @@ const (
 	// MetByLLMFollowUp: it hit an LLM call and the agent followed up as a
 	// correct client would (see LLMWait.FollowedUp).
 	MetByLLMFollowUp
+	// MetByLaterCallOfTool: the tool it changed (mcp-tool-gone,
+	// mcp-schema) was called while the change held — refused (gone, or in
+	// the old shape) or run (in the new shape). A call of another tool
+	// never met the change. See ToolWindow and ToolCalls.
+	MetByLaterCallOfTool
 )
 
-var metByNames = []string{"injected", "link", "later-effect", "effect-hit", "llm-follow-up"}
+var metByNames = []string{"injected", "link", "later-effect", "effect-hit", "llm-follow-up", "later-call-of-tool"}
 
 // String names the rule as `overnight faults --output json` shows it.
 func (m MetBy) String() string {
@@ -80,6 +86,46 @@ type Evidence struct {
 	// the call it was waiting for. One that fired but is not spent when the
 	// harness dies waits for the next call again after the resume.
 	Spent bool `json:"spent,omitempty"`
+	// Tool is where the change of a tool held among the run's effects
+	// (MetByLaterCallOfTool); nil in a record journaled before that rule
+	// existed, which is judged as MetByLaterEffect judged it.
+	Tool *ToolWindow `json:"tool,omitempty"`
+}
+
+// ToolWindow is where a fault's change of a tool held among the run's
+// effects, by their order (history's EffectRecord.Order): from the first
+// effect after FromOrder, up to ToOrder once it healed.
+type ToolWindow struct {
+	// FromOrder is the order of the run's newest effect when it fired.
+	// Fired at effect:N:before, effect N is counted in it: that call had
+	// passed the tool's check in its old shape.
+	FromOrder int64 `json:"from_order"`
+	// Healed says the tool is served unchanged again since ToOrder, the
+	// order of the newest effect when it healed.
+	Healed  bool  `json:"healed,omitempty"`
+	ToOrder int64 `json:"to_order,omitempty"`
+}
+
+// Holds reports whether the effect of this order was sent while the
+// change held. A repeat of a key sent before the change is the older
+// effect, and does not count.
+func (w ToolWindow) Holds(order int64) bool {
+	return order > w.FromOrder && (!w.Healed || order <= w.ToOrder)
+}
+
+// ToolCalls are the calls of a changed tool while the change held, as the
+// harness counts them from the run's journal.
+type ToolCalls struct {
+	Tool    string // as the agent sees it: SERVER__TOOL
+	Refused int    // refused by the gateway: the tool gone, or the call in its old shape
+	Ran     int    // ran as effects: in the new shape
+}
+
+// End is what a rule judging a fault at the run's end counts, from the
+// run's journal.
+type End struct {
+	Intents   int       // effect intents journaled in all (MetByLaterEffect)
+	ToolCalls ToolCalls // the changed tool's calls (MetByLaterCallOfTool)
 }
 
 // Judgement is a rule's answer: whether the agent met the fault, and why.
@@ -108,10 +154,27 @@ func (m MetBy) AtHeal(e Evidence, alive int) (j Judgement, ok bool) {
 	return Judgement{Detail: "no agent was alive during the outage"}, true
 }
 
-// AtEnd judges a fault the run ended without deciding; intents is how many
-// effect intents the run journaled in all.
-func (m MetBy) AtEnd(e Evidence, intents int) Judgement {
+// AtEnd judges a fault the run ended without deciding, by what the run's
+// journal shows at its end.
+func (m MetBy) AtEnd(e Evidence, end End) Judgement {
+	if m == MetByLaterCallOfTool && e.Tool == nil {
+		m = MetByLaterEffect // journaled before the rule: judged as it was
+	}
+	intents := end.Intents
 	switch m {
+	case MetByLaterCallOfTool:
+		c := end.ToolCalls
+		if c.Refused+c.Ran == 0 {
+			return Judgement{Detail: fmt.Sprintf("the agent never called %s after it changed (calls of other tools do not meet the change)", c.Tool)}
+		}
+		var how []string
+		if c.Refused > 0 {
+			how = append(how, fmt.Sprintf("%d refused", c.Refused))
+		}
+		if c.Ran > 0 {
+			how = append(how, fmt.Sprintf("%d in the new shape", c.Ran))
+		}
+		return Judgement{true, fmt.Sprintf("the agent called %s %s after it changed (%s)", c.Tool, times(c.Refused+c.Ran), strings.Join(how, ", "))}
 	case MetByLaterEffect:
 		first := e.IntentsAtFire + 1
 		if e.Phase == PhaseBefore {
@@ -130,6 +193,17 @@ func (m MetBy) AtEnd(e Evidence, intents int) Judgement {
 		return e.LLM.unmet()
 	}
 	return Judgement{true, "applied"}
+}
+
+// times is "once", "twice" or "N times".
+func times(n int) string {
+	switch n {
+	case 1:
+		return "once"
+	case 2:
+		return "twice"
+	}
+	return fmt.Sprintf("%d times", n)
 }
 
 // HitEffect is the judgement of an effect toxic that hit the n-th effect.

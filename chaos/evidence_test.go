@@ -71,7 +71,7 @@ var _ = Describe("an API change met by a later effect", func() {
 	// fault fires, whatever the phase.
 	DescribeTable("counts the triggering effect only when the fault fired before the world saw it",
 		func(phase chaos.Phase, intents int, met bool, detail string) {
-			j := chaos.MetByLaterEffect.AtEnd(chaos.Evidence{IntentsAtFire: 3, Phase: phase}, intents)
+			j := chaos.MetByLaterEffect.AtEnd(chaos.Evidence{IntentsAtFire: 3, Phase: phase}, chaos.End{Intents: intents})
 			Expect(j.Met).To(Equal(met))
 			Expect(j.Detail).To(Equal(detail))
 		},
@@ -91,6 +91,63 @@ var _ = Describe("an API change met by a later effect", func() {
 		Expect(string(b)).To(ContainSubstring(`"phase":"before"`))
 		var back chaos.Evidence
 		Expect(json.Unmarshal(b, &back)).To(Succeed())
-		Expect(chaos.MetByLaterEffect.AtEnd(back, 3).Met).To(BeTrue())
+		Expect(chaos.MetByLaterEffect.AtEnd(back, chaos.End{Intents: 3}).Met).To(BeTrue())
+	})
+})
+
+var _ = Describe("a tool change met by a later call of that tool", func() {
+	calls := func(refused, ran int) chaos.End {
+		// Effects of other tools after the change count for nothing.
+		return chaos.End{Intents: 10, ToolCalls: chaos.ToolCalls{Tool: "tickets__close_ticket", Refused: refused, Ran: ran}}
+	}
+	evidence := chaos.Evidence{IntentsAtFire: 3, Tool: &chaos.ToolWindow{FromOrder: 3}}
+
+	DescribeTable("is met by a call of the tool it changed, refused or run, and by nothing else",
+		func(end chaos.End, met bool, detail string) {
+			j := chaos.MetByLaterCallOfTool.AtEnd(evidence, end)
+			Expect(j.Met).To(Equal(met))
+			Expect(j.Detail).To(Equal(detail))
+		},
+		Entry("only other tools were called", calls(0, 0), false,
+			"the agent never called tickets__close_ticket after it changed (calls of other tools do not meet the change)"),
+		Entry("a call in the old shape, refused", calls(1, 0), true, "the agent called tickets__close_ticket once after it changed (1 refused)"),
+		Entry("refused, then in the new shape", calls(1, 1), true, "the agent called tickets__close_ticket twice after it changed (1 refused, 1 in the new shape)"),
+		Entry("right away in the new shape", calls(0, 3), true, "the agent called tickets__close_ticket 3 times after it changed (3 in the new shape)"),
+	)
+
+	It("counts the tool's effects sent while the change held, by their order", func() {
+		w := chaos.ToolWindow{FromOrder: 3}
+		Expect(w.Holds(3)).To(BeFalse(), "effect 3 had passed the check in the old shape when the fault fired")
+		Expect(w.Holds(4)).To(BeTrue())
+		Expect(w.Holds(400)).To(BeTrue(), "a change without /DURATION holds to the end")
+		w.Healed, w.ToOrder = true, 6
+		Expect(w.Holds(6)).To(BeTrue())
+		Expect(w.Holds(7)).To(BeFalse(), "after the heal the tool is served unchanged")
+		Expect(chaos.ToolWindow{Healed: true}.Holds(1)).To(BeFalse(), "healed before any effect: no effect met it")
+	})
+
+	It("keeps its window in the journaled evidence, so a resumed run judges it the same", func() {
+		b, err := json.Marshal(chaos.Evidence{IntentsAtFire: 3, Tool: &chaos.ToolWindow{FromOrder: 3, Healed: true, ToOrder: 5}})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(string(b)).To(ContainSubstring(`"tool":{"from_order":3,"healed":true,"to_order":5}`))
+		var back chaos.Evidence
+		Expect(json.Unmarshal(b, &back)).To(Succeed())
+		Expect(*back.Tool).To(Equal(chaos.ToolWindow{FromOrder: 3, Healed: true, ToOrder: 5}))
+	})
+
+	It("judges a record journaled before the rule existed as it was judged then: by any later effect", func() {
+		old := chaos.Evidence{IntentsAtFire: 3, Phase: chaos.PhaseBefore}
+		j := chaos.MetByLaterCallOfTool.AtEnd(old, calls(0, 0))
+		Expect(j).To(Equal(chaos.MetByLaterEffect.AtEnd(old, calls(0, 0))))
+		Expect(j.Met).To(BeTrue())
+	})
+
+	It("is the rule of mcp-tool-gone and mcp-schema, named in overnight faults", func() {
+		for _, name := range []string{"mcp-tool-gone", "mcp-schema"} {
+			k, ok := chaos.Default().Lookup(name)
+			Expect(ok).To(BeTrue())
+			Expect(k.MetBy).To(Equal(chaos.MetByLaterCallOfTool), name)
+		}
+		Expect(chaos.MetByLaterCallOfTool.String()).To(Equal("later-call-of-tool"))
 	})
 })

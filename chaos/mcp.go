@@ -197,7 +197,7 @@ func mcpKinds() []Kind {
 		},
 		crash,
 		{
-			Name: "mcp-tool-gone", Group: "mcp", MCP: true, MetBy: MetByLaterEffect, DefaultPhase: PhaseBefore, Triggers: onceTriggers,
+			Name: "mcp-tool-gone", Group: "mcp", MCP: true, MetBy: MetByLaterCallOfTool, DefaultPhase: PhaseBefore, Triggers: onceTriggers,
 			Example: "mcp-tool-gone:tickets__close_ticket@effect:3",
 			Arg:     "SERVER__TOOL: the tool that vanishes", ArgNeed: true, Duration: DurationOptional,
 			Summary: "the tool vanishes: the gateway's tools/list omits it from then on, and a call to it is a tool error (isError) saying it is gone, which never reaches the server; with /DURATION it comes back. " +
@@ -211,7 +211,7 @@ func mcpKinds() []Kind {
 			},
 		},
 		{
-			Name: "mcp-schema", Group: "mcp", MCP: true, MetBy: MetByLaterEffect, DefaultPhase: PhaseBefore, Triggers: onceTriggers,
+			Name: "mcp-schema", Group: "mcp", MCP: true, MetBy: MetByLaterCallOfTool, DefaultPhase: PhaseBefore, Triggers: onceTriggers,
 			Example: "mcp-schema:tickets__create_ticket:rename=title>summary,require=priority@effect:2",
 			Arg:     "SERVER__TOOL:CHANGE[,CHANGE], each CHANGE rename=OLD>NEW or require=NAME", ArgNeed: true, Duration: DurationOptional,
 			Summary: "the tool's input schema changes (the MCP form of an API version change): the gateway serves the changed schema, refuses a call in the old shape (the old argument, or a new required one missing) " +

@@ -71,6 +71,7 @@ type RunRequest struct {
 	// Set by Isolated for an isolated run.
 	isolation *history.Isolation
 	prepare   func(ctx context.Context, id string) ([]history.Entry, error)
+	standby   *IsolatedStandby // the run reserved ahead it becomes (nil: a new one)
 }
 
 // LoadScenario finds a scenario by what a user would type: the name of a
@@ -165,11 +166,7 @@ func (h *Harness) Resume(ctx context.Context, runID string) (*Result, error) {
 	if iso := rec.Isolated; iso != nil {
 		return nil, fmt.Errorf("run %s (%s, of run %s): %w; resume run %s", runID, iso.Purpose, iso.Parent, ErrNotResumable, iso.Parent)
 	}
-	scen, err := h.history.Scenario(rec)
-	if err != nil {
-		return nil, err
-	}
-	agentSpec, err := scen.SelectAgent(rec.Agent)
+	_, agentSpec, err := h.agentOf(rec)
 	if err != nil {
 		return nil, err
 	}
@@ -179,6 +176,16 @@ func (h *Harness) Resume(ctx context.Context, runID string) (*Result, error) {
 	}
 	h.progress("resuming run %s after attempt %d", runID, rec.Attempts)
 	return h.drive(ctx, runID, plan)
+}
+
+// agentOf is run rec's scenario and the agent it runs.
+func (h *Harness) agentOf(rec RunRecord) (*scenarios.Scenario, scenarios.AgentSpec, error) {
+	scen, err := h.history.Scenario(rec)
+	if err != nil {
+		return nil, scenarios.AgentSpec{}, err
+	}
+	agentSpec, err := scen.SelectAgent(rec.Agent)
+	return scen, agentSpec, err
 }
 
 // Lookup returns the summary of one run, or ErrRunNotFound.

@@ -136,10 +136,16 @@ func benchScenarioWall(b *testing.B, name string) {
 // BenchmarkKillRecovery measures, over every kill of a week with a kill
 // every 8 virtual hours (about 20 kills a run): the time from the fault's
 // SIGKILL to the container seen dead, and from then to the new attempt's
-// first checkpoint read — with the next attempt's sandbox started ahead
-// (harness.StandbyAuto, the default for such a run) and without
-// (StandbyOff), one run of each in turn per iteration, each on a harness of
-// its own, so that both see the same minutes of the machine.
+// first checkpoint read — starting every attempt cold (StandbyOff), with
+// one standby ahead, and with as many as the schedule gets by default
+// (StandbyAuto: two ahead for a recurring kill), one run of each in turn
+// per iteration, each on a harness of its own, so that all see the same
+// minutes of the machine. The dead → resumed time is broken down into the
+// harness's own share (the attempt's end, the next one's journal entry:
+// dead → started), the wait for its sandbox (a standby's start still under
+// way, or a cold start: started → handed over), and the floor no harness
+// change removes (the init's wake, the agent's start, its first two
+// gateway calls: handed over → resumed).
 //
 //	go test -run '^$' -bench KillRecovery -benchtime 3x ./harness
 func BenchmarkKillRecovery(b *testing.B) {
@@ -151,19 +157,21 @@ func BenchmarkKillRecovery(b *testing.B) {
 		b.Fatal(err)
 	}
 	type side struct {
-		name             string
-		h                *harness.Harness
-		toDead, toResume []time.Duration
+		name                            string
+		opts                            harness.Options
+		h                               *harness.Harness
+		toDead, toResume                []time.Duration
+		toStart, toHandover, toFirstRun []time.Duration
 	}
-	sides := []*side{{name: "cold"}, {name: "standby"}}
-	for i, s := range sides {
-		policy := harness.StandbyOff
-		if s.name == "standby" {
-			policy = harness.StandbyAuto
-		}
-		h, closeH := openBenchHarness(b, bin, filepath.Join(dir, s.name), harness.Options{Standby: policy})
+	sides := []*side{
+		{name: "cold", opts: harness.Options{Standby: harness.StandbyOff}},
+		{name: "standby1", opts: harness.WithStandbysAhead(harness.Options{Standby: harness.StandbyAuto}, 1)},
+		{name: "standby", opts: harness.Options{Standby: harness.StandbyAuto}},
+	}
+	for _, s := range sides {
+		h, closeH := openBenchHarness(b, bin, filepath.Join(dir, s.name), s.opts)
 		defer closeH()
-		sides[i].h = h
+		s.h = h
 	}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -182,10 +190,14 @@ func BenchmarkKillRecovery(b *testing.B) {
 				}
 				s.toDead = append(s.toDead, a.ExitedAt.Sub(a.KillIssuedAt))
 				if j+1 < len(atts) && !atts[j+1].FirstResumedAt.IsZero() {
-					if s.name == "standby" && !atts[j+1].Standby {
-						b.Fatalf("attempt %d of run %s started cold", atts[j+1].N, res.RunID)
+					next := atts[j+1]
+					if s.name != "cold" && !next.Standby {
+						b.Fatalf("attempt %d of run %s started cold", next.N, res.RunID)
 					}
-					s.toResume = append(s.toResume, atts[j+1].FirstResumedAt.Sub(a.ExitedAt))
+					s.toResume = append(s.toResume, next.FirstResumedAt.Sub(a.ExitedAt))
+					s.toStart = append(s.toStart, next.StartedAt.Sub(a.ExitedAt))
+					s.toHandover = append(s.toHandover, next.HandedOverAt.Sub(next.StartedAt))
+					s.toFirstRun = append(s.toFirstRun, next.FirstResumedAt.Sub(next.HandedOverAt))
 				}
 			}
 		}
@@ -195,12 +207,16 @@ func BenchmarkKillRecovery(b *testing.B) {
 		sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
 		return d[len(d)/2]
 	}
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 	for _, s := range sides {
 		if len(s.toResume) < 20 {
 			b.Fatalf("%s: only %d recoveries measured; want at least 20", s.name, len(s.toResume))
 		}
 		b.ReportMetric(float64(len(s.toDead)), s.name+"-kills")
-		b.ReportMetric(float64(p50(s.toDead).Microseconds())/1000, s.name+"-kill-to-dead-p50-ms")
-		b.ReportMetric(float64(p50(s.toResume).Microseconds())/1000, s.name+"-dead-to-resumed-p50-ms")
+		b.ReportMetric(ms(p50(s.toDead)), s.name+"-kill-to-dead-p50-ms")
+		b.ReportMetric(ms(p50(s.toResume)), s.name+"-dead-to-resumed-p50-ms")
+		b.ReportMetric(ms(p50(s.toStart)), s.name+"-dead-to-started-p50-ms")
+		b.ReportMetric(ms(p50(s.toHandover)), s.name+"-started-to-handed-p50-ms")
+		b.ReportMetric(ms(p50(s.toFirstRun)), s.name+"-handed-to-resumed-p50-ms")
 	}
 }

@@ -95,6 +95,7 @@ func (h *Harness) drive(ctx context.Context, runID string, plan sandboxPlan) (re
 		delete(h.live, runID)
 		h.mu.Unlock()
 	}()
+	defer h.releaseStandbysOf(context.WithoutCancel(ctx), runID) // reserved by its reflection, left unused
 	// The run's own context ends with this drive: what its extension
 	// started for it (a reflection under way) stops with it.
 	runCtx, endRun := context.WithCancel(ctx)
@@ -111,7 +112,7 @@ func (h *Harness) drive(ctx context.Context, runID string, plan sandboxPlan) (re
 	}
 	started := time.Now()
 
-	dir, cleanupDir, err := sandbox.NewSocketDir()
+	dir, cleanupDir, reserved, err := h.socketDir(runID)
 	if err != nil {
 		return nil, fmt.Errorf("make the gateway socket dir: %w", err)
 	}
@@ -120,6 +121,16 @@ func (h *Harness) drive(ctx context.Context, runID string, plan sandboxPlan) (re
 			h.log.Warn("remove socket dir", "dir", dir, "err", err)
 		}
 	}()
+	if reserved != nil {
+		// An isolated run reserved ahead: its first attempt takes over the
+		// sandbox started for it; one it never takes goes with the drive.
+		r.standby = reserved.sb
+		defer func() {
+			if err := r.standby.drop(ctx); err != nil {
+				r.log.Warn("remove the standby", "err", err)
+			}
+		}()
+	}
 	link, err := chaos.ListenLink(filepath.Join(dir, gateway.SocketName), chaos.LinkOptions{
 		Rand: chaos.NewStreams(r.rec.Seed).For("link"), Logger: h.log,
 	})

@@ -378,17 +378,19 @@ func kindInfo(w world.World, kind string) (world.KindInfo, bool) {
 
 // put journals rec, an effect's record: durably, before the agent hears
 // of it — unless a recording answers the effect (answeredFromRecording).
-// Then it is written unsynced, in order with every other commit, and is
-// durable with the next synced one (a checkpoint, a live effect, the
-// run's end): nothing outside the journal acted on it, so a machine's
-// crash that loses the newest such records is a crash a moment earlier,
-// and the agent's retry under the same key meets the same recorded answer
-// (the world's journal of answers, written before the result, is counted
-// with them).
+// Then it is held in memory a moment and written with the commits around
+// it, in order with every other commit (history.Writer.PutRecorded), and
+// is durable with the next synced one (a checkpoint, a live effect, the
+// run's end): nothing outside the journal acted on it, so a crash that
+// loses the newest such records — a machine's, or the harness's SIGKILL
+// within the journal's BufferedDelay — is a crash a moment earlier, and
+// the agent's retry under the same key meets the same recorded answer
+// (the world's journal of answers, written before the result the same
+// way, is counted with them).
 func (p *effectPath) put(ctx context.Context, rec *history.EffectRecord) error {
 	e := history.EffectEntry(p.r.rec.ID, rec)
 	if p.r.answeredFromRecording(rec.Kind) {
-		return p.r.w.PutUnsynced(ctx, e)
+		return p.r.w.PutRecorded(ctx, e)
 	}
 	return p.r.put(ctx, e)
 }

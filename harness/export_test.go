@@ -78,3 +78,10 @@ func (l *LiveMCP) Stop() {
 	l.lr.stop()
 	l.lr.stop = func() {}
 }
+
+// WithStandbysAhead is opts with runs keeping k standbys ahead, whatever
+// their schedule (k 0: as the schedule says).
+func WithStandbysAhead(opts Options, k int) Options {
+	opts.standbyAhead = k
+	return opts
+}

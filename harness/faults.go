@@ -9,6 +9,7 @@ import (
 
 	"github.com/overnight-dev/overnight/chaos"
 	"github.com/overnight-dev/overnight/harness/history"
+	"github.com/overnight-dev/overnight/scenarios"
 )
 
 // faultHost is what the fault engine needs of its run. Its methods are
@@ -21,6 +22,12 @@ type faultHost interface {
 	aliveAttempt() int
 	// intentCount is how many effect intents the run has journaled.
 	intentCount() int
+	// effectOrder is the order of the run's newest effect (0: none yet).
+	effectOrder() int64
+	// toolCalls counts, from the journal, the calls of the tool scope
+	// names while fault's change of it held (w): the refusals naming the
+	// fault, and the tool's effects w holds.
+	toolCalls(fault string, scope chaos.MCPScope, w chaos.ToolWindow) (chaos.ToolCalls, error)
 	saveFault(ctx context.Context, rec history.FaultRecord) error
 	event(ctx context.Context, typ, msg string, data any)
 	progress(format string, args ...any)
@@ -117,6 +124,9 @@ func (e *faultEngine) fire(ctx context.Context, f *faultState) {
 	f.rec.AppliedVirtual = now
 	f.rec.AppliedWall = time.Now().UTC()
 	f.rec.Evidence.IntentsAtFire = e.host.intentCount()
+	if f.kind.MetBy == chaos.MetByLaterCallOfTool {
+		f.rec.Evidence.Tool = &chaos.ToolWindow{FromOrder: e.host.effectOrder()}
+	}
 	if f.spec.Trigger.Type == chaos.TriggerEffect {
 		// Fired before the world saw the triggering effect, that effect
 		// is the first to meet it.
@@ -188,6 +198,9 @@ func (e *faultEngine) injectFailed(ctx context.Context, f *faultState, err error
 func (e *faultEngine) heal(ctx context.Context, f *faultState) {
 	f.active = false
 	f.rec.HealedVirtual = e.host.virtualNow()
+	if w := f.rec.Evidence.Tool; w != nil {
+		w.Healed, w.ToOrder = true, e.host.effectOrder()
+	}
 	path := f.kind.Path
 	wasTop := path == "" || e.top(path) == f
 	if wasTop {
@@ -493,7 +506,20 @@ func (e *faultEngine) settle(ctx context.Context) []history.FaultRecord {
 	intents := e.host.intentCount()
 	for _, f := range e.faults {
 		if f.rec.Applied && f.rec.Error == "" && f.rec.MetDetail == "" {
-			j := f.kind.MetBy.AtEnd(f.rec.Evidence, intents)
+			end := chaos.End{Intents: intents}
+			var j chaos.Judgement
+			if w := f.rec.Evidence.Tool; w != nil {
+				scope, err := chaos.MCPScopeOf(f.spec)
+				if err == nil {
+					end.ToolCalls, err = e.host.toolCalls(f.rec.Spec, scope, *w)
+				}
+				if err != nil {
+					j.Detail = "its evidence could not be read from the journal: " + err.Error()
+				}
+			}
+			if j.Detail == "" {
+				j = f.kind.MetBy.AtEnd(f.rec.Evidence, end)
+			}
 			f.rec.Met, f.rec.MetDetail = j.Met, j.Detail
 			e.save(ctx, f)
 		}
@@ -509,6 +535,7 @@ func (r *run) virtualNow() time.Time   { return r.clock.now }
 func (r *run) virtualStart() time.Time { return r.clock.start }
 func (r *run) currentAttempt() int     { return r.sup.current }
 func (r *run) intentCount() int        { return r.fx.intents }
+func (r *run) effectOrder() int64      { return r.fx.order }
 func (r *run) target() chaos.Target    { return runTarget{r} }
 
 func (r *run) aliveAttempt() int {
@@ -520,6 +547,26 @@ func (r *run) aliveAttempt() int {
 
 func (r *run) saveFault(ctx context.Context, rec history.FaultRecord) error {
 	return r.put(ctx, history.FaultEntry(r.rec.ID, rec))
+}
+
+func (r *run) toolCalls(fault string, scope chaos.MCPScope, w chaos.ToolWindow) (chaos.ToolCalls, error) {
+	c := chaos.ToolCalls{Tool: scope.String()}
+	events, err := r.h.history.Events(r.rec.ID)
+	if err != nil {
+		return c, err
+	}
+	for _, ref := range history.MCPRefusals(events) {
+		if ref.Fault == fault {
+			c.Refused++
+		}
+	}
+	kind := scenarios.MCPServer{Name: scope.Server}.EffectKind(scope.Tool)
+	for _, e := range r.fx.effects {
+		if e.Kind == kind && w.Holds(e.Order) {
+			c.Ran++
+		}
+	}
+	return c, nil
 }
 
 func (r *run) linkStats() (chaos.LinkStats, bool) {

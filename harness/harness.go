@@ -151,6 +151,10 @@ type Options struct {
 	// container's start (sandbox.Standbys; a backend without it starts
 	// every attempt cold). Default StandbyAuto: where it pays.
 	Standby StandbyPolicy
+	// standbyAhead, when > 0, is how many attempts ahead a run with
+	// standbys keeps them started, whatever its schedule (tests and
+	// benchmarks; see run.standbysAhead).
+	standbyAhead int
 	// Existing refuses to create the state dir: commands that only read
 	// runs (runs, logs, resume) say the dir is missing instead of making an
 	// empty one. Default false.
@@ -178,6 +182,10 @@ type Harness struct {
 	images  *imageWorlds     // image worlds started for runs (nil: none yet)
 	shadows *shadowUpstreams // HTTP APIs' scratch upstreams started for isolated runs (nil: none yet)
 	mcp     *mcpServers      // MCP servers connected (stdio ones started) for runs (nil: none yet)
+
+	// reserved are isolated runs reserved ahead with their standbys
+	// (StandbyIsolated), until their drive takes them or they are released.
+	reserved map[string]*IsolatedStandby
 
 	control *controlServer // the state dir's control socket (nil: none)
 	// index keeps the runs' headers for QueryRuns, told by w of every run
@@ -223,7 +231,7 @@ func Open(ctx context.Context, opts Options) (*Harness, error) {
 		return nil, err
 	}
 	h := &Harness{opts: opts, j: j, w: history.NewWriter(j), history: history.NewReader(j, opts.Worlds),
-		log: opts.Logger, state: abs, live: map[string]bool{}, index: history.NewRunIndex()}
+		log: opts.Logger, state: abs, live: map[string]bool{}, reserved: map[string]*IsolatedStandby{}, index: history.NewRunIndex()}
 	h.w.Track(h.index)
 	h.history.SetRemote(func(ctx context.Context, rec history.RunRecord, scen *scenarios.Scenario) (world.World, error) {
 		wr := h.w

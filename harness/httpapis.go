@@ -109,9 +109,11 @@ func (h *Harness) openHTTPWorlds(ctx context.Context, rec history.RunRecord, sce
 	// The journal of an API's answers is made durable by each effect's
 	// result (AnswersStore): the pass-through costs the effect path's two
 	// durable writes, intent and result. A shadow's is a scratch store's.
+	// The answers of a server or API a recording answers are held in
+	// memory a moment, as its effects' records are (effectPath.put).
 	var answers world.Store
 	if rec.Isolated == nil {
-		answers, _ = h.w.AnswersStore(rec.ID)
+		answers, _ = h.w.AnswersStore(rec.ID, recordedPrefixes(scen, prefix)...)
 	}
 	return httpworld.Assemble(scen, store, answers, prefix, base, func(a scenarios.HTTPAPI, store world.Store, prefix []byte) (*httpworld.World, error) {
 		cfg := httpworld.Config{API: a, Blobs: h.blobs()}
@@ -163,6 +165,25 @@ func (h *Harness) openHTTPWorlds(ctx context.Context, rec history.RunRecord, sce
 		}
 		return mcpworld.OpenConn(ctx, c, store, prefix)
 	})
+}
+
+// recordedPrefixes are where the journals of answers of scen's worlds a
+// recording answers live under the world prefix: every MCP server's when
+// the scenario replays MCP, each HTTP API's in mode: replay
+// (run.answeredFromRecording says the same of their effects).
+func recordedPrefixes(scen *scenarios.Scenario, prefix []byte) [][]byte {
+	var out [][]byte
+	if scen.ReplaysMCP() {
+		for _, m := range scen.MCPServers() {
+			out = append(out, httpworld.MCPPrefix(prefix, m.Name))
+		}
+	}
+	for _, a := range scen.HTTP {
+		if a.Mode == scenarios.HTTPReplay {
+			out = append(out, httpworld.APIPrefix(prefix, a.Name))
+		}
+	}
+	return out
 }
 
 // journalBlobs are the state dir's journal blobs, for the bodies of large

@@ -48,6 +48,10 @@ type IsolatedRequest struct {
 	// Started, if set, is called with the isolated run's id once it is
 	// durable.
 	Started func(runID string)
+	// Standby, if set, is a run reserved ahead (StandbyIsolated) of the
+	// same parent: the isolated run takes its id, and its first attempt
+	// takes over the sandbox started for it. The caller still releases it.
+	Standby *IsolatedStandby
 }
 
 // ErrIsolated is returned when an isolated run is asked to be the parent
@@ -111,8 +115,16 @@ func (h *Harness) Isolated(ctx context.Context, req IsolatedRequest) (*Result, e
 			return nil, fmt.Errorf("fault %s: an isolated run shares the harness's process, which this fault would end: leave it out", f.String())
 		}
 	}
+	if s := req.Standby; s != nil {
+		if s.h != h || s.parent != parent.ID {
+			return nil, fmt.Errorf("isolated run of %s: the standby reserved for run %s belongs to another parent or harness", parent.ID, s.id)
+		}
+		if err := s.claim(); err != nil {
+			return nil, err
+		}
+	}
 	seed := parent.Seed
-	rr := RunRequest{
+	rr := RunRequest{standby: req.Standby,
 		Scenario: scen, Agent: parent.Agent, Seed: &seed, Faults: faults, LLM: llmSpec,
 		MaxAttempts: maxAttempts, Timeout: req.Timeout, Started: req.Started, World: parent.WorldURL,
 		isolation: &history.Isolation{Parent: parent.ID, FromCheckpoint: req.FromCheckpoint, WorldSeq: worldSeq,

@@ -85,9 +85,12 @@ func (j *janitor) sweep(ctx context.Context) ([]string, error) {
 }
 
 // holdsRun reports whether this process has a use for what run runID
-// left: it drives the run, or runs its image world (started for the run
-// before its drive, or for a report or a reflection after it).
-func (h *Harness) holdsRun(runID string) bool { return h.isLive(runID) || h.holdsWorld(runID) }
+// left: it drives the run, runs its image world (started for the run
+// before its drive, or for a report or a reflection after it), or keeps
+// its standby reserved (an isolated run to be, StandbyIsolated).
+func (h *Harness) holdsRun(runID string) bool {
+	return h.isLive(runID) || h.holdsWorld(runID) || h.isReserved(runID)
+}
 
 // reapRun removes what run runID left behind before it is driven again:
 // its orphan (of a harness that died), whose logs are kept first.
@@ -182,8 +185,14 @@ func (j *janitor) keepOrphanLogs(ctx context.Context, l sandbox.Leftover) sandbo
 // never is: a reflection whose harness died redoes the stage with new ones.
 func (h *Harness) resumable(runID string) bool {
 	rec, err := h.history.Run(runID)
+	if errors.Is(err, ErrRunNotFound) {
+		// A run the journal never recorded ran no agent: a standby
+		// reserved for an isolated run (StandbyIsolated) a harness crash
+		// left behind.
+		return false
+	}
 	if err != nil {
-		return true // when in doubt (or unknown), keep the agent's files
+		return true // when in doubt, keep the agent's files
 	}
 	return rec.Status != StatusFinished && rec.Isolated == nil
 }

@@ -41,6 +41,15 @@ limits: {horizon: 10d}
 // waiting for a CPU per round (the machine's load, not the harness);
 // extra-hop-ratio the overhead less the two appends, in direct calls.
 //
+// Beside them, in the same rounds, the floor of any gateway that
+// terminates MCP with the SDK: the same client calling a proxy — an SDK
+// server on a unix socket, served as the gateway's endpoint is, whose
+// tool does nothing but forward the call with an SDK client to the same
+// server (no journal, no effect) — plus the round's two appends
+// (proxy-floor: their sum, p50). gateway/proxy-floor is the ratio of the
+// gateway's p50 to it, over-proxy-floor-ms their difference: what the
+// harness adds beyond terminating MCP and two durable writes.
+//
 //	GOMAXPROCS=1 go test -run '^$' -bench MCPCall -benchtime 1000x ./harness
 func BenchmarkMCPCall(b *testing.B) {
 	ctx := context.Background()
@@ -85,6 +94,9 @@ func BenchmarkMCPCall(b *testing.B) {
 	defer direct.Close()
 	via := connect("http://gateway"+gateway.MCPPathPrefix+token, viaSocket)
 	defer via.Close()
+	proxyURL, proxyClient := forwardingMCPProxy(ctx, b, upstream.URL)
+	proxied := connect(proxyURL, proxyClient)
+	defer proxied.Close()
 	call := func(cs *mcp.ClientSession, name, key string, n int) time.Duration {
 		p := &mcp.CallToolParams{Name: name, Arguments: map[string]any{"text": fmt.Sprintf("note %d", n)}}
 		if key != "" {
@@ -97,7 +109,7 @@ func BenchmarkMCPCall(b *testing.B) {
 		}
 		return time.Since(start)
 	}
-	var viaGateway, viaDirect, floor, harnessShare []time.Duration
+	var viaGateway, viaDirect, viaProxy, floor, proxyFloor, harnessShare []time.Duration
 	before := h.j.Stats()
 	rq0 := runDelay()
 	b.ResetTimer()
@@ -106,7 +118,11 @@ func BenchmarkMCPCall(b *testing.B) {
 		g := call(via, "notes__add_note", fmt.Sprintf("note-%d", i), i)
 		viaGateway = append(viaGateway, g)
 		harnessShare = append(harnessShare, g-served)
-		floor = append(floor, floorAppends(ctx, b, h, i))
+		p := call(proxied, "add_note", fmt.Sprintf("note-%d", i), i)
+		viaProxy = append(viaProxy, p)
+		f := floorAppends(ctx, b, h, i)
+		floor = append(floor, f)
+		proxyFloor = append(proxyFloor, p+f)
 	}
 	b.StopTimer()
 	after := h.j.Stats()
@@ -116,6 +132,12 @@ func BenchmarkMCPCall(b *testing.B) {
 	// gateway, the gateway's to the server) where the direct call is one:
 	// the overhead less the durable writes, in direct calls.
 	b.ReportMetric(float64(g-d-f)/float64(d), "extra-hop-ratio")
+	// The terminating proxy makes the same two hops with no journal.
+	p, pf := p50(viaProxy), p50(proxyFloor)
+	b.ReportMetric(float64(p.Microseconds())/1000, "proxy-p50-ms")
+	b.ReportMetric(float64(pf.Microseconds())/1000, "proxy-floor-p50-ms")
+	b.ReportMetric(float64((g-pf).Microseconds())/1000, "over-proxy-floor-ms")
+	b.ReportMetric(float64(g)/float64(pf), "gateway/proxy-floor")
 	// Durable writes per call: every sync of the run less the floor's two
 	// per round.
 	b.ReportMetric(float64(after.Syncs-before.Syncs)/float64(b.N)-2, "syncs/op")
@@ -140,4 +162,30 @@ func runDelay() time.Duration {
 		}
 	}
 	return total
+}
+
+// forwardingMCPProxy serves, as the gateway's endpoint is served
+// (serveMCPOnSocket), an SDK server that lists the tools of the server at
+// upstream and answers each tools/call by forwarding it — name, arguments
+// and _meta as received — with one SDK client session to upstream, as the
+// harness's connection to a url: server makes it. It keeps no journal: the
+// floor of a gateway that terminates MCP with the SDK.
+func forwardingMCPProxy(ctx context.Context, b *testing.B, upstream string) (string, *http.Client) {
+	c := mcp.NewClient(&mcp.Implementation{Name: "proxy", Version: "v1"}, nil)
+	up, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: upstream, MaxRetries: -1, DisableStandaloneSSE: true}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = up.Close() })
+	tools, err := up.ListTools(ctx, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := mcp.NewServer(&mcp.Implementation{Name: "proxy", Version: "v1"}, nil)
+	for _, t := range tools.Tools {
+		srv.AddTool(t, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return up.CallTool(ctx, &mcp.CallToolParams{Meta: req.Params.Meta, Name: req.Params.Name, Arguments: req.Params.Arguments})
+		})
+	}
+	return serveMCPOnSocket(b, srv)
 }

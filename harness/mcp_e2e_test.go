@@ -15,10 +15,12 @@ import (
 	"github.com/docker/docker/api/types/image"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"github.com/onsi/gomega/gstruct"
 
 	"github.com/overnight-dev/overnight/harness"
 	"github.com/overnight-dev/overnight/harness/harnesstest"
 	"github.com/overnight-dev/overnight/harness/history"
+	"github.com/overnight-dev/overnight/harness/report"
 	"github.com/overnight-dev/overnight/sandbox/docker"
 	"github.com/overnight-dev/overnight/scenarios"
 	"github.com/overnight-dev/overnight/scenarios/world/mcpworld"
@@ -150,6 +152,41 @@ var _ = Describe("an agent whose tools are MCP servers, through the gateway's MC
 		Expect(changes[0].Stream).To(Equal("subscriptions/listen"))
 		Expect(changes[0].Changed).To(Equal([]string{"tickets__close_ticket gone (mcp-tool-gone:tickets__close_ticket@step:1)"}))
 	}, SpecTimeout(3*time.Minute))
+
+	It("judges an MCP tool change met only by a later call of that tool: a tool it never calls again is not met, a tool it calls is, and the refused calls are in the report", func(ctx SpecContext) {
+		h := newHarness(ctx, nil)
+		never := mcpScenario(agentBin, notesBin, "", "faults: [kill@effect:2]", "faults: [mcp-tool-gone:tickets__close_ticket@step:1]")
+		res, err := h.Run(ctx, harness.RunRequest{Scenario: never})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res.Effects.Executed).To(Equal(3), "the agent opened its tickets after the change: effects of another tool")
+		Expect(res.Faults[0].Met).To(BeFalse())
+		Expect(res.Faults[0].MetDetail).To(Equal("the agent never called tickets__close_ticket after it changed (calls of other tools do not meet the change)"))
+		fired := invariant(res, harness.InvFaultsFired)
+		Expect(fired.Verdict).To(Equal(harness.VerdictUnknown), fired.Detail)
+		Expect(res.Verdict).To(Equal(harness.VerdictUnknown), res.Reason)
+
+		// The tool it calls next vanishes: its third call is refused, and
+		// the agent reports failure (done, outcome failure).
+		called := mcpScenario(agentBin, notesBin, "", "faults: [kill@effect:2]", "faults: [mcp-tool-gone:tickets__create_ticket@step:2]")
+		res, err = h.Run(ctx, harness.RunRequest{Scenario: called})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res.Outcome).To(Equal("failure"), res.Reason)
+		Expect(res.Faults[0].Met).To(BeTrue(), res.Faults[0].MetDetail)
+		Expect(res.Faults[0].MetDetail).To(Equal("the agent called tickets__create_ticket once after it changed (1 refused)"))
+		Expect(invariant(res, harness.InvFaultsFired).Verdict).To(Equal(harness.VerdictPass))
+		Expect(res.MCP.Refused).To(Equal(1))
+		Expect(res.MCP.Refusals).To(HaveLen(1))
+		Expect(res.MCP.Refusals[0]).To(gstruct.MatchFields(gstruct.IgnoreExtras, gstruct.Fields{"Tool": Equal("tickets__create_ticket"), "Key": Equal("ticket-2"),
+			"Fault": Equal("mcp-tool-gone:tickets__create_ticket@step:2"), "Attempt": Equal(1)}))
+		Expect(titles(tickets(h, res.RunID))).To(Equal([]string{"disk full", "cert expired"}), "the server never saw a refused call")
+
+		full, err := h.History().Full(ctx, res.RunID)
+		Expect(err).NotTo(HaveOccurred())
+		var md bytes.Buffer
+		Expect(report.RunMarkdown(&md, full)).To(Succeed())
+		Expect(md.String()).To(ContainSubstring("## MCP calls refused"))
+		Expect(md.String()).To(ContainSubstring("| tickets__create_ticket | 1 | ticket-2 | mcp-tool-gone:tickets__create_ticket@step:2 | tool tickets__create_ticket is gone"))
+	}, SpecTimeout(4*time.Minute))
 
 	It("refuses a server that does not speak MCP before the first attempt, naming it and what it said", func(ctx SpecContext) {
 		h := newHarness(ctx, nil)

@@ -134,9 +134,16 @@ func noopMCPServer(b *testing.B) (string, *http.Client) {
 	mcp.AddTool(srv, &mcp.Tool{Name: "noop"}, func(context.Context, *mcp.CallToolRequest, map[string]any) (*mcp.CallToolResult, any, error) {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ok"}}}, nil, nil
 	})
+	return serveMCPOnSocket(b, srv)
+}
+
+// serveMCPOnSocket serves srv as the gateway serves its MCP endpoint:
+// stateless streamable HTTP with JSON answers, on a unix socket. It
+// returns the endpoint and a client that dials the socket.
+func serveMCPOnSocket(b *testing.B, srv *mcp.Server) (string, *http.Client) {
 	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv },
 		&mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true})
-	sock := filepath.Join(b.TempDir(), "noop.sock")
+	sock := filepath.Join(b.TempDir(), "mcp.sock")
 	ln, err := net.Listen("unix", sock)
 	if err != nil {
 		b.Fatal(err)
@@ -144,7 +151,7 @@ func noopMCPServer(b *testing.B) (string, *http.Client) {
 	hs := &http.Server{Handler: handler}
 	go func() { _ = hs.Serve(ln) }()
 	b.Cleanup(func() { _ = hs.Close() })
-	return "http://noop/mcp", &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+	return "http://mcp/mcp", &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
 	}}}
 }

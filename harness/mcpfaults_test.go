@@ -66,16 +66,20 @@ func (lr *liveRun) faultRecord() history.FaultRecord {
 	return recs[0]
 }
 
-// laterEffectMet judges the run's only fault as the end of the run will
-// (chaos.MetByLaterEffect): an effect was sent after it fired.
-func (lr *liveRun) laterEffectMet() chaos.Judgement {
+// finished ends the run as the harness does (its faults settled from
+// the journal, the invariants judged, the result journaled) and returns
+// its result and the faults-fired invariant's judgement.
+func (lr *liveRun) finished(ctx context.Context) (*Result, InvariantResult) {
 	GinkgoHelper()
-	f := lr.faultRecord()
-	Expect(f.Applied).To(BeTrue())
-	lr.r.mu.Lock()
-	n := lr.r.intentCount()
-	lr.r.mu.Unlock()
-	return chaos.MetByLaterEffect.AtEnd(f.Evidence, n)
+	res, err := lr.r.finish(ctx, endState{})
+	Expect(err).NotTo(HaveOccurred())
+	for _, inv := range res.Invariants {
+		if inv.Name == InvFaultsFired {
+			return res, inv
+		}
+	}
+	Fail("the run's result has no faults-fired invariant")
+	return nil, InvariantResult{}
 }
 
 var _ = Describe("MCP faults through the gateway, against a real MCP server process", func() {
@@ -312,7 +316,6 @@ var _ = Describe("MCP tool changes the gateway makes, against a real MCP server 
 		_, calls := lr.countersState()
 		Expect(calls).To(BeEmpty(), "the server never saw it")
 		Expect(value(tool(ctx, cs, "counters__add", map[string]any{"name": "a", "n": 1}))).To(BeEquivalentTo(1))
-		Expect(lr.laterEffectMet().Met).To(BeTrue())
 
 		refused := lr.refusals()
 		Expect(refused).To(HaveLen(1), "the refused call is journaled")
@@ -323,6 +326,13 @@ var _ = Describe("MCP tool changes the gateway makes, against a real MCP server 
 		Expect(effects).To(HaveLen(1), "and is no effect")
 		Expect(effects[0].Kind).To(Equal("mcp.counters.add"))
 		Expect(lr.mcpCounts()).To(gstruct.MatchFields(gstruct.IgnoreExtras, gstruct.Fields{"Calls": Equal(1), "Refused": Equal(1)}))
+
+		result, fired := lr.finished(ctx)
+		Expect(fired.Verdict).To(Equal("pass"), fired.Detail)
+		Expect(result.Faults[0].MetDetail).To(Equal("the agent called counters__pay once after it changed (1 refused)"))
+		Expect(result.MCP.Refusals).To(HaveLen(1), "the result lists the refused call")
+		Expect(result.MCP.Refusals[0].Tool).To(Equal("counters__pay"))
+		Expect(result.MCP.Refusals[0].Virtual).NotTo(BeZero())
 	})
 
 	It("mcp-schema serves the changed schema, explains a call in the old shape, and translates one in the new shape to the server's", func(ctx SpecContext) {
@@ -355,7 +365,6 @@ var _ = Describe("MCP tool changes the gateway makes, against a real MCP server 
 		Expect(counters["a"]).To(Equal(3), "the server's own state shows the call")
 		Expect(calls).To(HaveLen(2))
 		Expect(string(calls[1])).To(ContainSubstring(`"args":{"n":2,"name":"a"}`), "in the server's shape")
-		Expect(lr.laterEffectMet().Met).To(BeTrue())
 
 		refused := lr.refusals()
 		Expect(refused).To(HaveLen(2), "both refused calls are journaled")
@@ -368,5 +377,71 @@ var _ = Describe("MCP tool changes the gateway makes, against a real MCP server 
 		Expect(refused[0].ArgsDigest).NotTo(Equal(refused[1].ArgsDigest))
 		Expect(lr.effects()).To(HaveLen(2), "the call before the change and the one in the new shape; no refused one")
 		Expect(lr.mcpCounts()).To(gstruct.MatchFields(gstruct.IgnoreExtras, gstruct.Fields{"Calls": Equal(2), "Refused": Equal(2)}))
+
+		result, fired := lr.finished(ctx)
+		Expect(fired.Verdict).To(Equal("pass"), fired.Detail)
+		Expect(result.Faults[0].MetDetail).To(Equal("the agent called counters__add 3 times after it changed (2 refused, 1 in the new shape)"))
+	})
+
+	It("faults-fired: a tool change the agent never met by calling that tool is not met, whatever other tools it calls", func(ctx SpecContext) {
+		lr := liveMCPRun(countersScenario(bin, "agent", "faults: [mcp-tool-gone:counters__pay@step:1]\n"), Options{})
+		tok := lr.attempt()
+		cs := lr.mcpSession(ctx, tok)
+		Expect(value(tool(ctx, cs, "counters__add", map[string]any{"name": "a", "n": 1}))).To(BeEquivalentTo(1))
+		_, err := lr.sdk(tok).Checkpoint(ctx, 1, nil)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(toolNamed(ctx, cs, "counters__pay")).To(BeNil(), "the fault fired")
+		Expect(value(tool(ctx, cs, "counters__add", map[string]any{"name": "a", "n": 2}))).To(BeEquivalentTo(3), "an effect after the change, of another tool")
+
+		res, fired := lr.finished(ctx)
+		Expect(res.Faults[0].Applied).To(BeTrue())
+		Expect(res.Faults[0].Met).To(BeFalse())
+		Expect(res.Faults[0].MetDetail).To(Equal("the agent never called counters__pay after it changed (calls of other tools do not meet the change)"))
+		Expect(fired.Verdict).To(Equal("unknown"))
+		Expect(fired.Detail).To(ContainSubstring("fired but the agent never met them: mcp-tool-gone:counters__pay@step:1 (the agent never called counters__pay after it changed"))
+		Expect(lr.faultRecord().Evidence.Tool).To(Equal(&chaos.ToolWindow{FromOrder: 1}), "the window is journaled with the fault")
+	})
+
+	It("faults-fired: a run loaded again after its harness stopped (a resume) judges a tool change from the journal as the live run would", func(ctx SpecContext) {
+		scen := countersScenario(bin, "agent", "faults: [\"mcp-schema:counters__add:rename=n>amount@step:1\"]\n")
+		state := GinkgoT().TempDir()
+		h, err := Open(ctx, Options{StateDir: state})
+		Expect(err).NotTo(HaveOccurred())
+		id, err := h.create(ctx, RunRequest{Scenario: scen})
+		Expect(err).NotTo(HaveOccurred())
+		lr := liveRunOf(h, id)
+		tok := lr.attempt()
+		cs := lr.mcpSession(ctx, tok)
+		_, err = lr.sdk(tok).Checkpoint(ctx, 1, nil)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(tool(ctx, cs, "counters__add", map[string]any{"name": "a", "n": 1}).IsError).To(BeTrue(), "the old shape, refused")
+		Expect(value(tool(ctx, cs, "counters__add", map[string]any{"name": "a", "amount": 2}))).To(BeEquivalentTo(2), "the new shape, run")
+		Expect(value(tool(ctx, cs, "counters__get", map[string]any{"name": "a"}))).To(BeEquivalentTo(2), "another tool: no count")
+		lr.stop() // the harness goes away before the run's end: nothing judged in memory survives
+
+		h, err = Open(ctx, Options{StateDir: state})
+		Expect(err).NotTo(HaveOccurred())
+		lr = liveRunOf(h, id)
+		_, fired := lr.finished(ctx)
+		Expect(fired.Verdict).To(Equal("pass"), fired.Detail)
+		Expect(lr.faultRecord().MetDetail).To(Equal("the agent called counters__add twice after it changed (1 refused, 1 in the new shape)"))
+	})
+
+	It("faults-fired: a call of the tool after the change healed did not meet it", func(ctx SpecContext) {
+		lr := liveMCPRun(countersScenario(bin, "agent", "faults: [\"mcp-schema:counters__add:rename=n>amount@step:1/1h\"]\n"), Options{})
+		tok := lr.attempt()
+		cs := lr.mcpSession(ctx, tok)
+		_, err := lr.sdk(tok).Checkpoint(ctx, 1, nil)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(value(tool(ctx, cs, "counters__get", map[string]any{"name": "a"}))).To(BeEquivalentTo(0), "another tool, while the change holds")
+		_, err = lr.sdk(tok).Sleep(ctx, 2*time.Hour)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(value(tool(ctx, cs, "counters__add", map[string]any{"name": "a", "n": 1}))).To(BeEquivalentTo(1), "healed: the old shape runs")
+
+		res, fired := lr.finished(ctx)
+		Expect(res.Faults[0].HealedVirtualMS).To(HaveValue(BeNumerically(">", 0)))
+		Expect(res.Faults[0].MetDetail).To(Equal("the agent never called counters__add after it changed (calls of other tools do not meet the change)"))
+		Expect(fired.Verdict).To(Equal("unknown"))
+		Expect(lr.faultRecord().Evidence.Tool).To(Equal(&chaos.ToolWindow{FromOrder: 0, Healed: true, ToOrder: 1}))
 	})
 })

@@ -200,7 +200,7 @@ func mcpAnswer(tool string, res protocol.EffectResult) (*mcp.CallToolResult, err
 		return nil, ge
 	}
 	var out mcp.CallToolResult
-	if err := json.Unmarshal(raw, &out); err != nil {
+	if err := decodeToolResult(raw, &out); err != nil {
 		return nil, fmt.Errorf("effect %s of %s has a result the MCP front cannot read: %w", res.Key, tool, err)
 	}
 	if res.Replayed {

@@ -214,6 +214,9 @@ func (h *Harness) create(ctx context.Context, req RunRequest) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("mint run id: %w", err)
 	}
+	if req.standby != nil {
+		id = req.standby.id // reserved with its sandbox (StandbyIsolated)
+	}
 	blob, err := h.w.PutBlob(ctx, scen.Raw)
 	if err != nil {
 		return "", fmt.Errorf("store scenario: %w", err)

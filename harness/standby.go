@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
+	"github.com/overnight-dev/overnight/chaos"
 	"github.com/overnight-dev/overnight/sandbox"
 )
 
@@ -42,13 +44,38 @@ func (r *run) wantsStandby() bool {
 	return r.hooks.Next != nil || slices.ContainsFunc(r.faults.faults, func(f *faultState) bool { return f.kind.EndsAttempt })
 }
 
-// standbys keeps one sandbox started ahead for a run's next attempt: made
-// in the background once an attempt's own sandbox runs, taken over by the
-// next attempt, removed when the run stops driving. Its methods are called
-// by the supervisor's goroutine.
+// standbysAhead is how many attempts ahead a run keeps standbys started:
+// one, or two when an attempt-ending fault recurs (every:, rate:), whose
+// attempts may be shorter than a container's start (200–800 ms on a
+// loaded engine) — with one ahead, the next would still be starting when
+// the kill lands. Options.standbyAhead overrides it (tests, benchmarks).
+func (r *run) standbysAhead() int {
+	if k := r.h.opts.standbyAhead; k > 0 {
+		return k
+	}
+	// A recurring spec is expanded into t: instances; what was written is
+	// in each instance's From.
+	recurs := slices.ContainsFunc(r.faults.faults, func(f *faultState) bool {
+		if !f.kind.EndsAttempt {
+			return false
+		}
+		from, err := chaos.ParseSpec(f.rec.From)
+		return err == nil && (from.Trigger.Type == chaos.TriggerEvery || from.Trigger.Type == chaos.TriggerRate)
+	})
+	if recurs {
+		return 2
+	}
+	return 1
+}
+
+// standbys keeps sandboxes started ahead for a run's next attempts: made
+// in the background once an attempt's own sandbox runs, each taken over by
+// the attempt it was made for, the rest removed when the run stops
+// driving. Its methods are called by the supervisor's goroutine.
 type standbys struct {
-	st   sandbox.Standbys // nil: the backend has none, or the run wants none
-	next *pendingStandby
+	st    sandbox.Standbys  // nil: the backend has none, or the run wants none
+	ahead int               // how many attempts ahead are kept started
+	next  []*pendingStandby // by attempt, ascending
 }
 
 // pendingStandby is a standby being started, or started, for one attempt.
@@ -61,15 +88,28 @@ type pendingStandby struct {
 	stop    context.CancelFunc
 }
 
-// prepare starts a standby for spec's attempt in the background (with ctx's
-// values, not its cancellation: drop ends it).
+// keepAhead starts, in the background, the standbys missing for the
+// attempts after n, up to s.ahead of them and no further than attempt
+// last; base is the spec they share (its Attempt is set for each).
+func (s *standbys) keepAhead(ctx context.Context, base sandbox.Spec, n, last int) {
+	for m := n + 1; m <= n+s.ahead && m <= last; m++ {
+		spec := base
+		spec.Attempt = m
+		s.prepare(ctx, spec)
+	}
+}
+
+// prepare starts a standby for spec's attempt in the background, unless
+// there is one for it (with ctx's values, not its cancellation: drop ends
+// it).
 func (s *standbys) prepare(ctx context.Context, spec sandbox.Spec) {
-	if s.st == nil || s.next != nil {
+	if s.st == nil || slices.ContainsFunc(s.next, func(p *pendingStandby) bool { return p.attempt == spec.Attempt }) {
 		return
 	}
 	wctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	p := &pendingStandby{attempt: spec.Attempt, ready: make(chan struct{}), died: make(chan struct{}), stop: stop}
-	s.next = p
+	i, _ := slices.BinarySearchFunc(s.next, spec.Attempt, func(p *pendingStandby, n int) int { return p.attempt - n })
+	s.next = slices.Insert(s.next, i, p)
 	go func() {
 		sctx, cancel := context.WithTimeout(wctx, standbyStartTimeout)
 		p.sb, p.err = s.st.StartStandby(sctx, spec)
@@ -87,43 +127,55 @@ func (s *standbys) prepare(ctx context.Context, spec sandbox.Spec) {
 
 // take hands over the standby started for attempt n, if there is one that
 // still waits: it waits for a start under way (the standby holds the
-// attempt's name: a cold start beside it would be refused). A standby
-// that failed, died, or was made for another attempt is removed, and take
-// returns nil and why: the attempt starts cold.
+// attempt's name: a cold start beside it would be refused). Standbys made
+// for earlier attempts are removed, those for later ones kept. A standby
+// that failed or died is removed, and take returns nil and why: the
+// attempt starts cold. With a standby, the error is what removing the
+// earlier ones left.
 func (s *standbys) take(ctx context.Context, n int, h sandbox.Handover) (sandbox.Standby, error) {
-	p := s.next
-	if p == nil {
-		return nil, nil
+	var errs []error
+	for len(s.next) > 0 && s.next[0].attempt < n {
+		p := s.next[0]
+		s.next = s.next[1:]
+		<-p.ready
+		errs = append(errs, p.drop(ctx))
 	}
-	s.next = nil
+	if len(s.next) == 0 || s.next[0].attempt != n {
+		return nil, errors.Join(errs...)
+	}
+	p := s.next[0]
+	s.next = s.next[1:]
 	<-p.ready // bounded by standbyStartTimeout
 	if p.err != nil {
-		return nil, fmt.Errorf("standby for attempt %d did not start: %w", p.attempt, p.err)
+		return nil, errors.Join(append(errs, fmt.Errorf("standby for attempt %d did not start: %w", p.attempt, p.err))...)
 	}
 	select {
 	case <-p.died:
-		return nil, errors.Join(fmt.Errorf("standby %.12s for attempt %d exited before it was taken over", p.sb.ID(), p.attempt), p.drop(ctx))
+		return nil, errors.Join(append(errs, fmt.Errorf("standby %.12s for attempt %d exited before it was taken over", p.sb.ID(), p.attempt), p.drop(ctx))...)
 	default:
-	}
-	if p.attempt != n {
-		return nil, errors.Join(fmt.Errorf("standby %.12s was made for attempt %d, not %d", p.sb.ID(), p.attempt, n), p.drop(ctx))
 	}
 	p.stop() // its own Wait ends: the attempt waits on it now
 	if err := p.sb.TakeOver(ctx, h); err != nil {
-		return nil, errors.Join(err, p.drop(ctx))
+		return nil, errors.Join(append(errs, err, p.drop(ctx))...)
 	}
-	return p.sb, nil
+	return p.sb, errors.Join(errs...)
 }
 
-// drop removes the standby waiting ahead, if any, once its start returned.
+// drop removes the standbys waiting ahead, each once its start returned,
+// side by side.
 func (s *standbys) drop(ctx context.Context) error {
-	p := s.next
+	next := s.next
 	s.next = nil
-	if p == nil {
-		return nil
+	errs := make([]error, len(next))
+	var wg sync.WaitGroup
+	for i, p := range next {
+		wg.Go(func() {
+			<-p.ready
+			errs[i] = p.drop(ctx)
+		})
 	}
-	<-p.ready
-	return p.drop(ctx)
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // drop removes p's standby (it finishes even if ctx is cancelled).

@@ -195,6 +195,30 @@ func backoff(stalled int) time.Duration {
 	return min(d, 2*time.Second)
 }
 
+// pacing is the supervisor's back-off between attempts. It slows down a
+// crash loop of the agent's own making — attempts that end, by themselves,
+// without a new checkpoint — and nothing else: an attempt a fault ended
+// (kill, stop, restart) is followed by the next at once, however little
+// it did, since the schedule, not the agent, cut it short. Such an
+// attempt neither adds to the loop nor clears it; max_attempts counts
+// every attempt alike.
+type pacing struct {
+	stalled int // attempts of the agent's own in a row that ended without a new checkpoint
+}
+
+// after notes how an attempt ended and returns the wait before the next.
+func (p *pacing) after(progressed, faulted bool) time.Duration {
+	switch {
+	case progressed:
+		p.stalled = 0
+		return 0
+	case faulted:
+		return 0
+	}
+	p.stalled++
+	return backoff(p.stalled)
+}
+
 // supervise runs attempts until the agent is done or a limit is hit. A new
 // attempt is a new container with a new token; the previous attempt's token
 // is fenced from then on.
@@ -203,10 +227,12 @@ func (r *run) supervise(ctx context.Context, spec sandboxPlan) (endState, error)
 	if err != nil {
 		return endState{}, err
 	}
-	stalled := 0
+	var pace pacing
+	var wait time.Duration // before the next attempt
 	defer r.removals.Wait()
 	if st, ok := b.(sandbox.Standbys); ok && r.rec.SocketDir != "" && r.wantsStandby() {
-		r.standby = standbys{st: st}
+		// Beside a standby reserved for an isolated run's first attempt (drive).
+		r.standby.st, r.standby.ahead = st, r.standbysAhead()
 		defer func() {
 			if err := r.standby.drop(ctx); err != nil {
 				r.log.Warn("remove the standby", "err", err)
@@ -272,11 +298,11 @@ func (r *run) supervise(ctx context.Context, spec sandboxPlan) (endState, error)
 		if loop {
 			return endState{limit: true, reason: loopReason}, nil
 		}
-		if n > 1 {
+		if n > 1 && wait > 0 {
 			select {
 			case <-ctx.Done():
 				return r.stopped(ctx)
-			case <-time.After(backoff(stalled)):
+			case <-time.After(wait):
 			}
 		}
 		if err := r.holdDown(ctx); err != nil {
@@ -290,12 +316,9 @@ func (r *run) supervise(ctx context.Context, spec sandboxPlan) (endState, error)
 		}
 		r.mu.Lock()
 		progressed := r.cp.Seq > seqBefore
+		_, faulted := r.sup.killedBy[n]
 		r.mu.Unlock()
-		if progressed {
-			stalled = 0
-		} else {
-			stalled++
-		}
+		wait = pace.after(progressed, faulted)
 		if ctx.Err() != nil {
 			return r.stopped(ctx)
 		}
@@ -399,6 +422,7 @@ func (r *run) attempt(ctx context.Context, b sandbox.Backend, n int, renewed boo
 	sb, standby, err := r.startSandbox(dctx, b, spec)
 	r.mu.Lock()
 	if err == nil {
+		r.sup.list[n-1].HandedOverAt = time.Now().UTC()
 		r.sup.list[n-1].Container = sb.ID()
 		r.sup.list[n-1].Standby = standby
 		r.sup.starting = sb
@@ -411,12 +435,11 @@ func (r *run) attempt(ctx context.Context, b sandbox.Backend, n int, renewed boo
 		r.endAttempt(ctx, n, nil, nil, "could not start its sandbox: "+err.Error())
 		return fmt.Errorf("attempt %d: %w", n, err)
 	}
-	if n+1-window < r.rec.MaxAttempts {
-		// The next attempt's sandbox, started while this one runs.
-		next := spec
-		next.Attempt, next.Env = n+1, r.sharedEnv(plan)
-		r.standby.prepare(ctx, next)
-	}
+	// The next attempts' sandboxes, started while this one runs, no
+	// further than the last attempt max_attempts lets run.
+	ahead := spec
+	ahead.Env = r.sharedEnv(plan)
+	r.standby.keepAhead(ctx, ahead, n, window+r.rec.MaxAttempts-1)
 	// The sandbox's id is durable before the attempt's verdict on it, so a
 	// resume after a harness crash can name the orphan it reaps.
 	if err := r.put(context.WithoutCancel(ctx), history.AttemptEntry(r.rec.ID, att)); err != nil {
@@ -538,14 +561,17 @@ func (r *run) attempt(ctx context.Context, b sandbox.Backend, n int, renewed boo
 
 // sharedEnv is the environment every attempt of the run is given alike:
 // the scenario's, and where the gateway is. A standby is started with it.
-func (r *run) sharedEnv(plan sandboxPlan) map[string]string {
+func (r *run) sharedEnv(plan sandboxPlan) map[string]string { return sharedEnv(plan, r.rec.ID) }
+
+// sharedEnv is the environment every attempt of run runID is given alike.
+func sharedEnv(plan sandboxPlan, runID string) map[string]string {
 	env := map[string]string{}
 	for k, v := range plan.env {
 		env[k] = v
 	}
 	env[protocol.EnvSocket] = sandbox.GatewaySocket
 	env[protocol.EnvURL] = sandbox.RelayURL
-	env[protocol.EnvRunID] = r.rec.ID
+	env[protocol.EnvRunID] = runID
 	// Any OpenAI client inside works unchanged: its base URL is the
 	// gateway's LLM endpoint (through the init's relay) and its key is the
 	// attempt's token. The provider's own key never enters the sandbox.
@@ -580,7 +606,10 @@ func (r *run) attemptEnv(plan sandboxPlan, n int, token string) map[string]strin
 func (r *run) startSandbox(ctx context.Context, b sandbox.Backend, spec sandbox.Spec) (sb sandbox.Sandbox, standby bool, err error) {
 	h := sandbox.Handover{Attempt: spec.Attempt, Env: spec.Env}
 	st, err := r.standby.take(ctx, spec.Attempt, h)
-	if err != nil {
+	switch {
+	case st != nil && err != nil:
+		r.log.Warn("remove standbys made for earlier attempts", "attempt", spec.Attempt, "err", err)
+	case err != nil:
 		r.log.Warn("the standby could not serve: the attempt starts cold", "attempt", spec.Attempt, "err", err)
 	}
 	if st != nil {

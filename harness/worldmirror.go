@@ -27,23 +27,26 @@ var (
 	_ world.Sequenced = (*mirrored)(nil)
 )
 
-// unsyncable is a store that also offers its key space with commits that
-// wait for the next sync of its journal (history's world store).
-type unsyncable interface{ Unsynced() world.Store }
+// bufferable is a store that also offers its key space with commits held
+// in memory until the next commit of its journal, written in the same
+// transaction as the next synced one (history's world store).
+type bufferable interface{ Buffered() world.Store }
 
 // openMirrored journals the answers of the world c reaches in store, under
-// prefix. Where the store offers it, the answers are written without a
-// sync of their own: each is followed, before anyone is told, by a durable
-// write of the harness's own (the effect's result after Execute, the
-// reconciled effect after Lookup, the fault's record after SetAPIVersion),
-// whose sync covers what was written before it. A machine that dies in
-// between loses at most an answer the world's own ledger still holds, and
-// Lookup journals it again when the effect in doubt is reconciled. This
-// spares an effect on a served world one of the harness's three syncs
+// prefix. Where the store offers it, the answers are held a moment in
+// memory and written with the next commit: each is followed, before anyone
+// is told, by a durable write of the harness's own (the effect's result
+// after Execute, the reconciled effect after Lookup, the fault's record
+// after SetAPIVersion), which writes it in its own transaction and whose
+// sync covers it. A harness killed, or a machine that dies, in between
+// loses at most an answer the world's own ledger still holds, together with
+// the effect's result: the effect is then in doubt, and Lookup journals the
+// answer again when it is reconciled. This spares an effect on a served
+// world one of the harness's three syncs and a Badger write of its own
 // (BENCHMARKS.md, "A served world's effect round trip").
 func openMirrored(l *worldLink, store world.Store, prefix []byte) (*mirrored, error) {
-	if u, ok := store.(unsyncable); ok {
-		store = u.Unsynced()
+	if b, ok := store.(bufferable); ok {
+		store = b.Buffered()
 	}
 	j, err := world.OpenJournal(l.current().Name(), store, prefix)
 	if err != nil {

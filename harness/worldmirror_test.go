@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"bytes"
 	"net/http/httptest"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -28,7 +29,7 @@ var _ = Describe("The journal of a served world's answers", func() {
 		return liveRunOf(h, id)
 	}
 
-	It("costs no sync of its own: the effect's durable result, written after it, makes it durable", func(ctx SpecContext) {
+	It("costs no sync nor write of its own: the effect's durable result, written after it, makes it durable", func(ctx SpecContext) {
 		srv, err := remote.NewServer(ctx, cloud.Definition(), world.NewMemStore(), nil)
 		Expect(err).NotTo(HaveOccurred())
 		ts := httptest.NewServer(srv)
@@ -60,5 +61,19 @@ var _ = Describe("The journal of a served world's answers", func() {
 		Expect(inWorld).To(HaveLen(1))
 		Expect(journaled[0].Key).To(Equal(inWorld[0].Key))
 		Expect(journaled[0].Outcome).To(Equal(inWorld[0].Outcome))
+
+		// Written in the result's own Badger transaction: the same version.
+		var result, answer uint64
+		Expect(served.h.j.Versions(nil, func(k []byte, v uint64, _ func() ([]byte, error)) error {
+			switch {
+			case bytes.HasPrefix(k, []byte("fx/")) && bytes.HasSuffix(k, []byte("/dns-1")):
+				result = v
+			case bytes.Contains(k, []byte("/ledger/")):
+				answer = v
+			}
+			return nil
+		})).To(Succeed())
+		Expect(result).NotTo(BeZero())
+		Expect(answer).To(Equal(result), "the answer's record and the effect's result, one transaction")
 	}, SpecTimeout(60e9))
 })

@@ -24,12 +24,12 @@ import (
 // dir, with an init binary of its own.
 func benchHarness(b *testing.B) *harness.Harness {
 	b.Helper()
-	return benchHarnessStandby(b, harness.StandbyAuto)
+	return benchHarnessWith(b, harness.StandbyAuto, reflect.Options{Lessons: reflect.LessonsNone})
 }
 
-// benchHarnessStandby is benchHarness whose runs start standbys as policy
-// says.
-func benchHarnessStandby(b *testing.B, policy harness.StandbyPolicy) *harness.Harness {
+// benchHarnessWith is benchHarness with the harness's standby policy and
+// the reflection loop's options.
+func benchHarnessWith(b *testing.B, policy harness.StandbyPolicy, opts reflect.Options) *harness.Harness {
 	b.Helper()
 	ctx := context.Background()
 	dir := b.TempDir()
@@ -41,7 +41,7 @@ func benchHarnessStandby(b *testing.B, policy harness.StandbyPolicy) *harness.Ha
 	if err != nil {
 		b.Fatal(err)
 	}
-	ext, err := reflect.New(reflect.Options{Lessons: reflect.LessonsNone})
+	ext, err := reflect.New(opts)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -81,18 +81,74 @@ func p50(xs []time.Duration) time.Duration {
 // five are idle, one per sandbox the reflection starts and one for the run.
 //
 // Both start the run's next attempt's sandbox ahead (a standby: the
-// run has reflection, harness.StandbyAuto); "cold-no-standby" is "cold"
-// without it (harness.StandbyOff), for the comparison.
+// run has reflection, harness.StandbyAuto), and the sandboxes of the
+// reflection's isolated runs as it opens (harness.StandbyIsolated).
+// "cold-no-isolated-standby" is "cold" with the isolated runs started cold
+// (reflect.Options.ColdIsolated: the run's standby alone), and
+// "cold-no-standby" without any standby (harness.StandbyOff), for the
+// comparison.
 //
 //	go test -run '^$' -bench FailureToDecision -benchtime 10x ./reflect
 func BenchmarkFailureToDecision(b *testing.B) {
-	b.Run("cold", func(b *testing.B) { failureToDecision(b, 0, harness.StandbyAuto) })
-	b.Run("cold-no-standby", func(b *testing.B) { failureToDecision(b, 0, harness.StandbyOff) })
-	b.Run("warm", func(b *testing.B) { failureToDecision(b, 5, harness.StandbyAuto) })
+	opts := reflect.Options{Lessons: reflect.LessonsNone}
+	coldIsolated := opts
+	coldIsolated.ColdIsolated = true
+	b.Run("cold", func(b *testing.B) { failureToDecision(b, 0, harness.StandbyAuto, opts) })
+	b.Run("cold-no-isolated-standby", func(b *testing.B) { failureToDecision(b, 0, harness.StandbyAuto, coldIsolated) })
+	b.Run("cold-no-standby", func(b *testing.B) { failureToDecision(b, 0, harness.StandbyOff, opts) })
+	b.Run("warm", func(b *testing.B) { failureToDecision(b, 5, harness.StandbyAuto, opts) })
+	b.Run("cold-floor", isolatedStartsFloor)
 }
 
-func failureToDecision(b *testing.B, warm int, policy harness.StandbyPolicy) {
-	h := benchHarnessStandby(b, policy)
+// isolatedStartsFloor is the floor under "cold": the engine starting the
+// sandboxes of a reflection's isolated runs — one alone, and five at once
+// as a reflection's standbys start (three replays, the counterfactual, the
+// verification) — from the reservation to every start returned, with
+// nothing else at work in the harness. The agent's own start in the
+// sandbox (init woken, first request) is not in it.
+func isolatedStartsFloor(b *testing.B) {
+	h := benchHarness(b)
+	ctx := context.Background()
+	raw, _ := builtin.Lookup("deploy")
+	scen, err := scenarios.Parse("builtin:deploy", raw)
+	if err != nil {
+		b.Fatal(err)
+	}
+	parent, err := h.Run(ctx, harness.RunRequest{Scenario: scen})
+	if err != nil {
+		b.Fatal(err)
+	}
+	starts := map[int][]time.Duration{}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for _, n := range []int{1, 5} {
+			t0 := time.Now()
+			sbs, err := h.StandbyIsolated(ctx, parent.RunID, n)
+			if err != nil || len(sbs) != n {
+				b.Fatalf("reserve %d: %d %v", n, len(sbs), err)
+			}
+			for _, s := range sbs {
+				if err := s.Started(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+			starts[n] = append(starts[n], time.Since(t0))
+			b.StopTimer()
+			for _, s := range sbs {
+				if err := s.Release(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StartTimer()
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(p50(starts[1]).Milliseconds()), "one-start-p50-ms")
+	b.ReportMetric(float64(p50(starts[5]).Milliseconds()), "five-starts-p50-ms")
+}
+
+func failureToDecision(b *testing.B, warm int, policy harness.StandbyPolicy, opts reflect.Options) {
+	h := benchHarnessWith(b, policy, opts)
 	ctx := context.Background()
 	raw, _ := builtin.Lookup("deploy-v2")
 	scen, err := scenarios.Parse("builtin:deploy-v2", raw)
@@ -143,6 +199,16 @@ func failureToDecision(b *testing.B, warm int, policy harness.StandbyPolicy) {
 			first = max(first, start(id))
 		}
 		waits = append(waits, first+start(r.Verification.RunID))
+		if os.Getenv("OVERNIGHT_BENCH_TIMELINE") != "" {
+			// Where the decision's time went, from the reflection's opening.
+			for _, id := range append(append([]string{r.Counterfactual.RunID}, replayIDs(r)...), r.Verification.RunID) {
+				atts, _ := h.History().Attempts(id)
+				a := atts[0]
+				b.Logf("%s standby=%v begin=%v resumed=%v ended=%v", id, a.Standby, a.StartedAt.Sub(r.OpenedAt).Milliseconds(),
+					a.FirstResumedAt.Sub(r.OpenedAt).Milliseconds(), a.EndedAt.Sub(r.OpenedAt).Milliseconds())
+			}
+			b.Logf("decided=%v", r.DecidedAt.Sub(r.OpenedAt).Milliseconds())
+		}
 	}
 	b.StopTimer()
 	d, w := p50(decisions), p50(waits)

@@ -32,6 +32,11 @@ type Options struct {
 	Keep int
 	// Logger receives diagnostics. Default: discard.
 	Logger *slog.Logger
+	// ColdIsolated starts every isolated run (replay, counterfactual,
+	// verification) cold. Default false: as a reflection opens, its
+	// isolated runs are reserved and their sandboxes started ahead
+	// (harness.StandbyIsolated), where the harness keeps standbys.
+	ColdIsolated bool
 }
 
 // Extension is the reflection loop and the gate as a harness.Extension.

@@ -213,8 +213,8 @@ func specOr(spec string, m llm.Model) string {
 }
 
 // verify tries the lesson where the next attempt will stand.
-func (rf *reflector) verify(r *history.ReflectionRecord) error {
-	v, err := Verify(rf.ctx, rf.h, rf.rec.ID, *r.Lesson, r.ID+" verification")
+func (rf *reflector) verify(r *history.ReflectionRecord, sb *harness.IsolatedStandby) error {
+	v, err := verify(rf.ctx, rf.h, rf.rec.ID, *r.Lesson, r.ID+" verification", sb)
 	if err != nil {
 		return err
 	}
@@ -229,6 +229,12 @@ func (rf *reflector) verify(r *history.ReflectionRecord) error {
 // scenario's invariants hold in the shadow world at the end. The result is
 // bound to the real world's state it copied (WorldHash).
 func Verify(ctx context.Context, h *harness.Harness, runID string, lesson history.Lesson, purpose string) (history.Verification, error) {
+	return verify(ctx, h, runID, lesson, purpose, nil)
+}
+
+// verify is Verify in the isolated run reserved ahead as sb (nil: a new
+// one).
+func verify(ctx context.Context, h *harness.Harness, runID string, lesson history.Lesson, purpose string, sb *harness.IsolatedStandby) (history.Verification, error) {
 	rd := h.History()
 	rec, err := rd.Run(runID)
 	if err != nil {
@@ -248,7 +254,7 @@ func Verify(ctx context.Context, h *harness.Harness, runID string, lesson histor
 	}
 	started := time.Now()
 	res, err := h.Isolated(ctx, harness.IsolatedRequest{Parent: runID, FromCheckpoint: cp.Seq, WorldSeq: &seq, Faults: nil,
-		LLM: liveSpec(rec), Lessons: []protocol.Lesson{lesson.Protocol()}, Purpose: purpose})
+		LLM: liveSpec(rec), Lessons: []protocol.Lesson{lesson.Protocol()}, Purpose: purpose, Standby: sb})
 	if err != nil {
 		return history.Verification{}, fmt.Errorf("%s: %w", purpose, err)
 	}

@@ -52,6 +52,7 @@ type reflector struct {
 	changed chan struct{} // closed and replaced whenever a reflection decides
 	memory  []history.LessonRecord
 	handed  map[int]map[string]bool // attempt -> the ids of the lessons it was handed
+	standby map[string]*standbys    // reflection -> the isolated runs it reserved, until its process takes them
 }
 
 var (
@@ -62,7 +63,7 @@ var (
 
 func newReflector(ctx context.Context, x *Extension, h *harness.Harness, rec history.RunRecord, scen *scenarios.Scenario) (*reflector, error) {
 	rf := &reflector{x: x, h: h, ctx: ctx, rec: rec, scen: scen, log: x.opts.Logger.With("run", rec.ID), open: -1, changed: make(chan struct{}),
-		handed: map[int]map[string]bool{}}
+		handed: map[int]map[string]bool{}, standby: map[string]*standbys{}}
 	refls, err := h.History().Reflections(rec.ID)
 	if err != nil {
 		return nil, err
@@ -147,6 +148,10 @@ func (rf *reflector) Failed(ctx context.Context, f harness.Failure) {
 	n := len(rf.refls) + 1
 	r := history.ReflectionRecord{ID: fmt.Sprintf("r%d", n), N: n, Stage: history.StageCaptured, OpenedAt: time.Now().UTC(),
 		Trigger: history.Trigger{Kind: f.Kind, Attempt: f.Attempt, Step: f.Step, Detail: f.Detail, Effect: f.Effect, Invariant: f.Invariant, Virtual: f.Virtual}}
+	if n <= rf.scen.Reflect.Max && f.Kind != harness.FailureBudget {
+		// Its isolated runs' sandboxes start now, beside the capture.
+		rf.reserve(&r)
+	}
 	if err := rf.capture(&r); err != nil {
 		rf.log.Error("capture a failure", "err", err)
 		r.Reason = "capture failed: " + err.Error()
@@ -240,7 +245,9 @@ func (rf *reflector) process(i int) {
 	rf.mu.Lock()
 	r := rf.refls[i]
 	rf.mu.Unlock()
-	err := rf.stages(&r)
+	sb := rf.standbysOf(r.ID)
+	defer sb.release(rf.ctx, rf)
+	err := rf.stages(&r, sb)
 	if rf.ctx.Err() != nil {
 		return // the run's drive ended (Ctrl-C): a resume goes on from the last stage on record
 	}
@@ -260,7 +267,7 @@ func (rf *reflector) process(i int) {
 }
 
 // stages runs the stages not yet on record, saving each.
-func (rf *reflector) stages(r *history.ReflectionRecord) error {
+func (rf *reflector) stages(r *history.ReflectionRecord, sb *standbys) error {
 	step := func(stage string, fn func() error) error {
 		if r.Decided() || stageIndex(r.Stage) >= stageIndex(stage) {
 			return nil
@@ -284,10 +291,13 @@ func (rf *reflector) stages(r *history.ReflectionRecord) error {
 		if err != nil || why != "" {
 			r.ReplaysSkipped = why
 			rf.h.Progressf("reflection %s: no replays: %s", r.ID, why)
+			if sb != nil {
+				sb.release(rf.ctx, rf, sb.replays...)
+			}
 			return err
 		}
 		rf.h.Progressf("reflection %s: replaying attempt %d in isolation (%s)", r.ID, r.Trigger.Attempt, history.Count(rf.scen.Reflect.Replays, "replay"))
-		return rf.replay(r)
+		return rf.replay(r, sb)
 	}); err != nil {
 		return err
 	}
@@ -307,7 +317,7 @@ func (rf *reflector) stages(r *history.ReflectionRecord) error {
 			return nil // verified as it was tried
 		}
 		rf.h.Progressf("reflection %s: verifying lesson %s in isolation", r.ID, r.Lesson.ID)
-		return rf.verify(r)
+		return rf.verify(r, sb.verification())
 	}); err != nil {
 		return err
 	}

@@ -98,12 +98,12 @@ func (rf *reflector) failing(r *history.ReflectionRecord) (replaySpec, error) {
 
 // isolated runs one isolated re-run and judges whether the failure came
 // back in it.
-func (rf *reflector) isolated(r *history.ReflectionRecord, sp replaySpec, faults []chaos.Spec, llmSpec, purpose string, replayOf int) (history.ReplayRecord, *history.Run, error) {
+func (rf *reflector) isolated(r *history.ReflectionRecord, sp replaySpec, faults []chaos.Spec, llmSpec, purpose string, replayOf int, sb *harness.IsolatedStandby) (history.ReplayRecord, *history.Run, error) {
 	started := time.Now()
 	var id string
 	res, err := rf.h.Isolated(rf.ctx, harness.IsolatedRequest{
 		Parent: rf.rec.ID, FromCheckpoint: sp.from, WorldSeq: &sp.worldSeq, Faults: faults, LLM: llmSpec, ReplayAttempt: replayOf,
-		Lessons: sp.lessons, Purpose: purpose, Started: func(runID string) { id = runID },
+		Lessons: sp.lessons, Purpose: purpose, Started: func(runID string) { id = runID }, Standby: sb,
 	})
 	if err != nil {
 		return history.ReplayRecord{RunID: id}, nil, fmt.Errorf("%s: %w", purpose, err)
@@ -119,7 +119,7 @@ func (rf *reflector) isolated(r *history.ReflectionRecord, sp replaySpec, faults
 
 // replay re-runs the failing attempt in isolation reflect.replays times, in
 // parallel, and names the first request that differed from the recording.
-func (rf *reflector) replay(r *history.ReflectionRecord) error {
+func (rf *reflector) replay(r *history.ReflectionRecord, sb *standbys) error {
 	sp, err := rf.failing(r)
 	if err != nil {
 		return err
@@ -137,11 +137,11 @@ func (rf *reflector) replay(r *history.ReflectionRecord) error {
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
-			out[i], shadows[i], errs[i] = rf.isolated(r, sp, sp.faults, sp.llm, fmt.Sprintf("%s replay %d/%d", r.ID, i+1, n), sp.replayOf)
+			out[i], shadows[i], errs[i] = rf.isolated(r, sp, sp.faults, sp.llm, fmt.Sprintf("%s replay %d/%d", r.ID, i+1, n), sp.replayOf, sb.replay(i))
 		})
 	}
 	wg.Go(func() {
-		out[n], shadows[n], errs[n] = rf.isolated(r, sp, nil, liveSpec(rf.rec), r.ID+" counterfactual (no faults)", 0)
+		out[n], shadows[n], errs[n] = rf.isolated(r, sp, nil, liveSpec(rf.rec), r.ID+" counterfactual (no faults)", 0, sb.replay(n))
 	})
 	wg.Wait()
 	for _, err := range errs {

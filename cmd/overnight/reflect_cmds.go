@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/overnight-dev/overnight/harness"
+	"github.com/overnight-dev/overnight/harness/history"
 	"github.com/overnight-dev/overnight/reflect"
 )
 
@@ -82,9 +83,9 @@ func gateCmd(g *globals) *cobra.Command {
 				return nil
 			}
 			for _, e := range held {
-				name := e.Key
-				if name == "" {
-					name = e.ID + " (unkeyed)"
+				name := history.EffectLabel(e.ID)
+				if e.Key == "" {
+					name += " (unkeyed)"
 				}
 				fmt.Fprintf(g.stdout, "%s  %s %s  (policy %s, waiting for %s since %s; args digest %s)\n", name, e.Kind, e.Args, e.Policy, e.Waiting,
 					e.Since.Local().Format(time.DateTime), e.ArgsDigest)

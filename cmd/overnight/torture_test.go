@@ -23,6 +23,14 @@ import (
 // when it ends first); it returns the run id it announced, if any.
 func startKilled(ctx context.Context, state string, delay time.Duration, args ...string) string {
 	GinkgoHelper()
+	return startKilledWhen(ctx, state, func(since time.Duration) bool { return since >= delay }, args...)
+}
+
+// startKilledWhen starts the binary with args and SIGKILLs it as soon as
+// when, asked every 20 ms with the time since the start, says so (or when
+// it ends first); it returns the run id it announced, if any.
+func startKilledWhen(ctx context.Context, state string, when func(since time.Duration) bool, args ...string) string {
+	GinkgoHelper()
 	cmd := exec.CommandContext(ctx, bin, append([]string{"--state", state}, args...)...)
 	stderr, err := cmd.StderrPipe()
 	Expect(err).NotTo(HaveOccurred())
@@ -38,11 +46,21 @@ func startKilled(ctx context.Context, state string, delay time.Duration, args ..
 			}
 		}
 	}()
-	timer := time.AfterFunc(delay, func() { _ = cmd.Process.Signal(syscall.SIGKILL) })
-	<-read // EOF: the process is dead (or done), its stderr closed
-	timer.Stop()
-	_ = cmd.Wait()
-	return id
+	t0 := time.Now()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for killed := false; ; {
+		select {
+		case <-read: // EOF: the process is dead (or done), its stderr closed
+			_ = cmd.Wait()
+			return id
+		case <-tick.C:
+			if !killed && when(time.Since(t0)) {
+				_ = cmd.Process.Signal(syscall.SIGKILL)
+				killed = true
+			}
+		}
+	}
 }
 
 // managed lists the containers labelled with the state dir, the
@@ -116,16 +134,60 @@ var _ = Describe("a harness SIGKILLed with a standby up", func() {
 	}, SpecTimeout(5*time.Minute))
 })
 
+var _ = Describe("a harness SIGKILLed while a reflection's standbys wait", func() {
+	It("leaves them to `overnight gc`, which leaves nothing of them", func(ctx SpecContext) {
+		state := stateDir()
+		cmd := exec.CommandContext(ctx, bin, "--state", state, "run", "deploy-v2")
+		Expect(cmd.Start()).To(Succeed())
+		DeferCleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		// The reflection's isolated runs' standbys wait beside the run's
+		// own next attempt's: standbys of more than one run.
+		Eventually(func() int { return len(standbysWaiting(ctx, state)) }).WithTimeout(2 * time.Minute).WithPolling(20 * time.Millisecond).
+			Should(BeNumerically(">=", 2))
+		Expect(cmd.Process.Signal(syscall.SIGKILL)).To(Succeed())
+		_ = cmd.Wait()
+		gc := overnight(ctx, state, nil, "gc", "-o", "json")
+		Expect(gc.code).To(Equal(0), gc.stderr)
+		Expect(managed(ctx, state)).To(BeEmpty(), "overnight gc leaves no container, the isolated runs' standbys included")
+		// What gc keeps is the killed run's workspace alone: it can be
+		// resumed; an isolated run's cannot.
+		Expect(harnesstest.Leftovers(ctx, dockerCli, state)).To(ConsistOf(HavePrefix("volume overnight-ws-")))
+	}, SpecTimeout(5*time.Minute))
+})
+
 // standbyWaiting reports whether a running container of the state dir is a
-// standby whose handover has not come: its environment names the
-// directory its init waits in, and that directory holds no handover.
+// standby whose handover has not come.
 func standbyWaiting(ctx context.Context, state string) bool {
-	list, err := dockerCli.ContainerList(ctx, container.ListOptions{Filters: filters.NewArgs(
-		filters.Arg("label", sandbox.LabelManaged+"=true"), filters.Arg("label", sandbox.LabelState+"="+sandbox.StateHash(state)))})
+	return len(standbysWaiting(ctx, state)) > 0
+}
+
+// standbyWaitingAmong is standbyWaiting among the running containers f
+// selects, but those in skip.
+func standbyWaitingAmong(ctx context.Context, f filters.Args, skip map[string]bool) bool {
+	return len(standbysWaitingAmong(ctx, f, skip)) > 0
+}
+
+// standbysWaiting are the runs with a running container of the state dir
+// that is a standby whose handover has not come.
+func standbysWaiting(ctx context.Context, state string) map[string]bool {
+	return standbysWaitingAmong(ctx, filters.NewArgs(
+		filters.Arg("label", sandbox.LabelManaged+"=true"), filters.Arg("label", sandbox.LabelState+"="+sandbox.StateHash(state))), nil)
+}
+
+// standbysWaitingAmong are the runs with a running container f selects (but
+// those in skip) that is a standby whose handover has not come: its
+// environment names the directory its init waits in, and that directory
+// holds no handover.
+func standbysWaitingAmong(ctx context.Context, f filters.Args, skip map[string]bool) map[string]bool {
+	runs := map[string]bool{}
+	list, err := dockerCli.ContainerList(ctx, container.ListOptions{Filters: f})
 	if err != nil {
-		return false
+		return runs
 	}
 	for _, c := range list {
+		if skip[c.ID] {
+			continue
+		}
 		info, err := dockerCli.ContainerInspect(ctx, c.ID)
 		if err != nil || info.Config == nil {
 			continue
@@ -138,11 +200,11 @@ func standbyWaiting(ctx context.Context, state string) bool {
 			for _, m := range info.Mounts {
 				if m.Destination == sandbox.GatewayDir {
 					if _, err := sandbox.ReadHandover(m.Source + strings.TrimPrefix(dir, sandbox.GatewayDir)); err != nil {
-						return true
+						runs[c.Labels[sandbox.LabelRun]] = true
 					}
 				}
 			}
 		}
 	}
-	return false
+	return runs
 }

@@ -89,10 +89,13 @@ type AttemptRecord struct {
 	StdoutBlob string    `json:"stdout_blob,omitempty"`
 	StderrBlob string    `json:"stderr_blob,omitempty"`
 	// Timings of a fault's kill (wall clock): when it was issued, when the
-	// container was seen dead; and when the attempt first read its
-	// checkpoint (how fast it got back to work).
+	// container was seen dead; when the attempt's sandbox was handed to it
+	// (a standby's handover written, or a cold start's Start returned);
+	// and when the attempt first read its checkpoint (how fast it got back
+	// to work).
 	KillIssuedAt   time.Time `json:"kill_issued_at,omitzero"`
 	ExitedAt       time.Time `json:"exited_at,omitzero"`
+	HandedOverAt   time.Time `json:"handed_over_at,omitzero"`
 	FirstResumedAt time.Time `json:"first_resumed_at,omitzero"`
 	// Lessons are the lessons the attempt was handed in GET /v1/run.
 	Lessons []protocol.Lesson `json:"lessons,omitempty"`
@@ -392,17 +395,21 @@ type MCPRefusal struct {
 	Fault      string `json:"fault,omitempty"` // the fault's spec
 	Attempt    int    `json:"attempt"`         // the attempt that called
 	Seq        int64  `json:"seq"`             // the event's sequence number (set by MCPRefusals)
+	// Virtual is when the gateway refused it, in the run's virtual time
+	// (set by MCPRefusals).
+	Virtual time.Time `json:"virtual,omitzero"`
 }
 
 // MCPRefusals are the refused tools/calls among a run's events, in order.
 // An event whose data cannot be read is skipped.
 func MCPRefusals(events []EventRecord) []MCPRefusal {
-	return eventData(events, EventMCPRefused, func(r *MCPRefusal, seq int64) { r.Seq = seq })
+	return eventData(events, EventMCPRefused, func(r *MCPRefusal, ev EventRecord) { r.Seq, r.Virtual = ev.Seq, ev.Virtual })
 }
 
-// eventData reads the data of a run's events of type typ, in order,
-// setting each one's seq; an event whose data cannot be read is skipped.
-func eventData[T any](events []EventRecord, typ string, setSeq func(*T, int64)) []T {
+// eventData reads the data of a run's events of type typ, in order, set
+// filling in what each one takes from its event (its seq); an event whose
+// data cannot be read is skipped.
+func eventData[T any](events []EventRecord, typ string, set func(*T, EventRecord)) []T {
 	var out []T
 	for _, ev := range events {
 		if ev.Type != typ {
@@ -412,7 +419,7 @@ func eventData[T any](events []EventRecord, typ string, setSeq func(*T, int64)) 
 		if json.Unmarshal(ev.Data, &d) != nil {
 			continue
 		}
-		setSeq(&d, ev.Seq)
+		set(&d, ev)
 		out = append(out, d)
 	}
 	return out
@@ -443,5 +450,5 @@ type MCPListChange struct {
 // MCPListChanges are the list_changed notifications among a run's events,
 // in order. An event whose data cannot be read is skipped.
 func MCPListChanges(events []EventRecord) []MCPListChange {
-	return eventData(events, EventMCPListChanged, func(c *MCPListChange, seq int64) { c.Seq = seq })
+	return eventData(events, EventMCPListChanged, func(c *MCPListChange, ev EventRecord) { c.Seq = ev.Seq })
 }

@@ -115,6 +115,9 @@ type MCPCounts struct {
 	// Refused counts the calls the gateway refused before they became
 	// effects (an mcp-tool-gone or mcp-schema fault); they are not in Calls.
 	Refused int `json:"refused,omitempty"`
+	// Refusals are those calls, in order: the tool, when, the attempt, the
+	// fault that changed the tool and the tool error the agent got.
+	Refusals []MCPRefusal `json:"refusals,omitempty"`
 	// Servers are the servers called, each with the tools of it called.
 	Servers []MCPServerCalls `json:"servers"`
 }
@@ -265,8 +268,15 @@ func (res *Result) WriteText(w io.Writer) error {
 		for _, s := range m.Servers {
 			servers = append(servers, s.Server+" ("+strings.Join(s.Tools, ", ")+")")
 		}
-		fmt.Fprintf(&b, "MCP: %s to %s: %d keyed by the agent, %d derived, %d unkeyed, %d replayed\n",
-			Count(m.Calls, "call"), strings.Join(servers, ", "), m.AgentKeyed, m.Derived, m.Unkeyed, m.Replayed)
+		refused := ""
+		if m.Refused > 0 {
+			refused = fmt.Sprintf("; %d refused before they became effects", m.Refused)
+		}
+		fmt.Fprintf(&b, "MCP: %s to %s: %d keyed by the agent, %d derived, %d unkeyed, %d replayed%s\n",
+			Count(m.Calls, "call"), strings.Join(servers, ", "), m.AgentKeyed, m.Derived, m.Unkeyed, m.Replayed, refused)
+		for _, r := range m.Refusals {
+			fmt.Fprintf(&b, "MCP refused: %s (attempt %d, fault %s): %s\n", r.Tool, r.Attempt, r.Fault, r.Reason)
+		}
 	}
 	for _, r := range res.Reflections {
 		replays := fmt.Sprintf("the failure came back in %d of %d replays", r.Reproduced.Failed, r.Reproduced.Runs)

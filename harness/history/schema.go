@@ -60,12 +60,16 @@ func KeyedID(key string) string { return "k/" + key }
 // UnkeyedID is the identity of the n-th effect sent without a key.
 func UnkeyedID(n int) string { return fmt.Sprintf("u/%d", n) }
 
-// EffectLabel is an effect identity as a person reads it.
+// EffectLabel is an effect identity as a person reads it and types it
+// (overnight approve takes it): "u/<n>" for the n-th unkeyed effect, the
+// key for a keyed one — or its id, "k/<key>", when the key itself reads
+// as an id ("u/3", "k/x"), so that no two effects show the same label.
 func EffectLabel(id string) string {
-	if n, ok := strings.CutPrefix(id, "u/"); ok {
-		return "unkeyed #" + n
+	key, keyed := strings.CutPrefix(id, "k/")
+	if !keyed || strings.HasPrefix(key, "u/") || strings.HasPrefix(key, "k/") {
+		return id
 	}
-	return strings.TrimPrefix(id, "k/")
+	return key
 }
 
 // Entry is one record and the key it lives under, for Writer.Put.
@@ -149,19 +153,21 @@ func (w *Writer) Put(ctx context.Context, entries ...Entry) error {
 	return w.put(ctx, false, entries)
 }
 
-// PutUnsynced writes entries in one commit, all of them or none, in order
-// with every other but without waiting for a sync
-// (journal.CommitUnsynced): they are durable with the next synced commit
-// of anyone, and only a machine's crash before it can lose them (a
-// SIGKILL loses nothing). It is for records whose loss in such a crash is
-// the crash a moment earlier: the records of an effect a recording
-// answers, which nothing outside the journal acted on. A scratch writer's
-// is Put.
-func (w *Writer) PutUnsynced(ctx context.Context, entries ...Entry) error {
+// PutRecorded writes the records of an effect a recording answers (an MCP
+// server or HTTP API a run replays), which nothing outside the journal
+// acted on: in one commit, all of them or none, in order with every other,
+// held in memory a moment (journal.CommitBuffered) and written with the
+// commits around them. They are durable with the next synced commit of
+// anyone (a checkpoint, a live effect, the run's end), which writes them
+// first. A crash before it — a machine's, or a SIGKILL of the harness
+// within journal.Options.BufferedDelay — loses the newest of them, as if
+// it had struck a moment earlier: the agent's retry under the same key
+// meets the same recorded answer. A scratch writer's is Put.
+func (w *Writer) PutRecorded(ctx context.Context, entries ...Entry) error {
 	return w.put(ctx, true, entries)
 }
 
-func (w *Writer) put(ctx context.Context, unsynced bool, entries []Entry) error {
+func (w *Writer) put(ctx context.Context, recorded bool, entries []Entry) error {
 	es := make([]journal.Entry, 0, len(entries))
 	trajectory := true
 	for _, e := range entries {
@@ -174,8 +180,8 @@ func (w *Writer) put(ctx context.Context, unsynced bool, entries []Entry) error 
 	}
 	var err error
 	switch {
-	case !w.scratch && unsynced:
-		err = w.j.CommitUnsynced(ctx, es...)
+	case !w.scratch && recorded:
+		err = w.j.CommitBuffered(ctx, es...)
 	case !w.scratch:
 		err = w.j.Commit(ctx, es...)
 	case trajectory:
@@ -220,26 +226,40 @@ func (w *Writer) WorldStore(id string) (world.Store, []byte) {
 // synced commit that follows each before the agent hears anything. What a
 // machine crash could lose in between is an answer the harness had not
 // journaled yet, which the effect's reconciliation asks the upstream for.
-func (w *Writer) AnswersStore(id string) (world.Store, []byte) {
+//
+// A commit that writes under one of the recorded prefixes — the journal of
+// answers of a world a recording answers (a replayed MCP server or HTTP
+// API) — is buffered instead, as the effect's records are (PutRecorded).
+func (w *Writer) AnswersStore(id string, recorded ...[]byte) (world.Store, []byte) {
 	s, prefix := w.WorldStore(id)
-	return s.(worldStore).Unsynced(), prefix
+	ws := s.(worldStore).Unsynced().(worldStore)
+	ws.recorded = recorded
+	return ws, prefix
 }
 
 // worldStore is the journal as a world's store.
 type worldStore struct {
 	j        *journal.Journal
 	scratch  bool
-	unsynced bool // commits wait for the next sync (see Unsynced)
+	unsynced bool     // commits wait for the next sync (see Unsynced)
+	buffered bool     // commits wait in memory for the next synced commit (see Buffered)
+	recorded [][]byte // commits under these are buffered (see AnswersStore)
 }
 
 func (s worldStore) Commit(ctx context.Context, entries ...world.Entry) error {
 	es := make([]journal.Entry, len(entries))
+	recorded := false
 	for i, e := range entries {
 		es[i] = journal.Entry{Key: e.Key, Value: e.Value}
+		for _, p := range s.recorded {
+			recorded = recorded || bytes.HasPrefix(e.Key, p)
+		}
 	}
 	switch {
-	case s.scratch:
+	case s.scratch, s.buffered:
 		return s.j.CommitBuffered(ctx, es...) // a shadow world's commits come with its effects (see Scratch)
+	case s.unsynced && recorded:
+		return s.j.CommitBuffered(ctx, es...)
 	case s.unsynced:
 		return s.j.CommitUnsynced(ctx, es...)
 	}
@@ -255,6 +275,20 @@ func (s worldStore) Commit(ctx context.Context, entries ...world.Entry) error {
 // answer lost is journaled again when the effect is reconciled.
 func (s worldStore) Unsynced() world.Store {
 	s.unsynced = !s.scratch
+	return s
+}
+
+// Buffered is the same key space with commits held in memory, in order
+// with every other commit of the journal, and written with the next
+// commit anyone makes — in the same Badger transaction as the next synced
+// one when it holds them (journal.Journal.CommitBuffered): readers see
+// them at once, and a SIGKILL before that commit loses them. It is for the
+// journal of a served world's answers, whose every answer is followed at
+// once by the effect's durable result: the world's own ledger is
+// authoritative, and an answer lost is journaled again from it when the
+// effect, left without a result, is reconciled.
+func (s worldStore) Buffered() world.Store {
+	s.buffered = true
 	return s
 }
 

@@ -30,8 +30,10 @@ func (j *Journal) CommitUnsynced(ctx context.Context, entries ...Entry) error {
 // commit, without writing them yet: they wait in memory, with the commits
 // buffered around them, and are written to Badger as one transaction — by
 // the next read (which writes the buffer before it reads), the next Commit
-// or CommitUnsynced (before their own write), Close, a full buffer, or
-// Options.BufferedDelay after the first of them, whichever comes first.
+// (in the same transaction as its own entries when Badger's bound on one
+// holds both, else before them) or CommitUnsynced (before its own write),
+// Close, a full buffer, or Options.BufferedDelay after the first of them,
+// whichever comes first.
 //
 // Readers see the entries as soon as it returns, exactly as with
 // CommitUnsynced. What differs is a crash: a SIGKILL of the process loses

@@ -107,6 +107,48 @@ var _ = Describe("CommitBuffered", func() {
 		Expect(seen).To(Equal([]bool{true}), "the buffered commit was in Badger when the sync began")
 	})
 
+	It("is written in the same transaction as the next synced commit, when it fits one", func() {
+		j, _ := openJournal(journal.Options{BufferedDelay: never})
+		versions := func() map[string]uint64 {
+			out := map[string]uint64{}
+			Expect(j.Versions(nil, func(k []byte, v uint64, _ func() ([]byte, error)) error {
+				out[string(k)] = v
+				return nil
+			})).To(Succeed())
+			return out
+		}
+		before := j.Stats()
+		Expect(j.CommitBuffered(ctx, kv("ev/r/1", "a"))).To(Succeed())
+		Expect(j.CommitBuffered(ctx, kv("ev/r/2", "b"), kv("ev/r/3", "c"))).To(Succeed())
+		Expect(j.Commit(ctx, kv("fx/r/1", "done"))).To(Succeed())
+		after := j.Stats()
+		Expect(after.Syncs - before.Syncs).To(Equal(uint64(1)))
+		Expect(after.Commits-before.Commits).To(Equal(uint64(3)), "the two buffered commits and the synced one")
+		Expect(after.Entries - before.Entries).To(Equal(uint64(4)))
+		v := versions()
+		Expect(v["ev/r/1"]).To(And(Equal(v["ev/r/2"]), Equal(v["ev/r/3"]), Equal(v["fx/r/1"])), "one Badger transaction: %v", v)
+
+		// A buffer too large to share a transaction with the commit is
+		// written first in its own, as before; both are durable.
+		value := bytes.Repeat([]byte("v"), 1024)
+		for i := range 200 {
+			Expect(j.CommitBuffered(ctx, journal.Entry{Key: fmt.Appendf(nil, "llm/r/%04d", i), Value: value})).To(Succeed())
+		}
+		// 2.3 MiB: one transaction holds it (Badger's bound is 15% of the
+		// 16 MiB memtable), not with the buffer's 200 KiB besides.
+		big := bytes.Repeat([]byte("w"), journal.MaxValueSize)
+		var entries []journal.Entry
+		for i := range 4 {
+			entries = append(entries, journal.Entry{Key: fmt.Appendf(nil, "big/r/%02d", i), Value: big})
+		}
+		entries = append(entries, journal.Entry{Key: []byte("big/r/04"), Value: big[:300<<10]})
+		Expect(j.Commit(ctx, entries...)).To(Succeed())
+		v = versions()
+		Expect(v["llm/r/0000"]).To(Equal(v["llm/r/0199"]))
+		Expect(v["big/r/00"]).To(BeNumerically(">", v["llm/r/0199"]), "two transactions, the buffer's first")
+		Expect(scanAll(j, "ev/r/")).To(Equal([]string{"ev/r/1=a", "ev/r/2=b", "ev/r/3=c"}))
+	})
+
 	It("writes a full buffer at once, in as few writes as it takes", func() {
 		j, _ := openJournal(journal.Options{BufferedDelay: never})
 		before := j.Stats().Commits

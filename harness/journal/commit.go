@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	badger "github.com/dgraph-io/badger/v4"
@@ -300,15 +301,31 @@ func (j *Journal) writeAndSyncLocked(batch []*request) {
 
 // writeAndSync writes batch in one Badger transaction, calls Syncer.Sync once
 // and acknowledges every request with the outcome. The caller holds writeMu.
-// The buffered commits (CommitBuffered) are written first, in their own
-// transaction: they were committed before batch, and the sync covers them.
+// The buffered commits (CommitBuffered) were committed before batch, and the
+// sync covers them: they are staged first in the same transaction when it
+// holds them all (one Badger write instead of two), else written first in
+// their own.
 func (j *Journal) writeAndSync(batch []*request) {
-	if err := j.flushBufferedLocked(); err != nil { // also the sticky error
+	buffered := j.takeBufferedFor(batch)
+	if len(buffered) > 0 {
+		// Counted as buffered until written: a reader that sees none
+		// waiting reads without writeMu.
+		defer j.nbuffered.Add(-int64(len(buffered)))
+	} else if err := j.flushBufferedLocked(); err != nil { // also the sticky error
 		ack(batch, err)
 		return
 	}
 	txn := j.db.NewTransaction(true)
 	defer func() { txn.Discard() }() // txn may be replaced below
+	for _, r := range buffered {
+		if err := setAll(txn, r); err != nil {
+			// Not expected (see below); their callers have returned, so the
+			// failure is sticky, as a failed flush of the buffer is.
+			j.syncErr = fmt.Errorf("stage %d buffered commits in journal %s: %w; nothing of them was written; reopen the journal to continue", len(buffered), j.dir, err)
+			ack(batch, j.syncErr)
+			return
+		}
+	}
 	var accepted []*request
 	for _, r := range batch {
 		if err := setAll(txn, r); err != nil {
@@ -318,7 +335,7 @@ func (j *Journal) writeAndSync(batch []*request) {
 			r.done <- fmt.Errorf("stage commit of %d entries in journal %s: %w", len(r.entries), j.dir, err)
 			txn.Discard()
 			txn = j.db.NewTransaction(true)
-			for _, a := range accepted {
+			for _, a := range append(slices.Clone(buffered), accepted...) {
 				if err := setAll(txn, a); err != nil {
 					ack(accepted, fmt.Errorf("re-stage commit group in journal %s: %w", j.dir, err))
 					return
@@ -328,14 +345,18 @@ func (j *Journal) writeAndSync(batch []*request) {
 		}
 		accepted = append(accepted, r)
 	}
-	if len(accepted) == 0 {
+	if len(accepted) == 0 && len(buffered) == 0 {
 		return
 	}
 	if err := txn.Commit(); err != nil {
 		if ws := j.walSyncer(); ws != nil {
 			ws.FailedWrite()
 		}
-		ack(accepted, fmt.Errorf("write %d commits to journal %s: %w; their outcome is unknown", len(accepted), j.dir, err))
+		err = fmt.Errorf("write %d commits to journal %s: %w; their outcome is unknown", len(accepted)+len(buffered), j.dir, err)
+		if len(buffered) > 0 {
+			j.syncErr = fmt.Errorf("%w; reopen the journal to continue", err)
+		}
+		ack(accepted, err)
 		return
 	}
 	syncStart := time.Now()
@@ -347,13 +368,37 @@ func (j *Journal) writeAndSync(batch []*request) {
 		return
 	}
 	var entries uint64
-	for _, r := range accepted {
+	for _, r := range append(buffered, accepted...) {
 		entries += uint64(len(r.entries))
 	}
 	j.syncs.Add(1)
-	j.commits.Add(uint64(len(accepted)))
+	j.commits.Add(uint64(len(accepted) + len(buffered)))
 	j.entries.Add(entries)
 	ack(accepted, nil)
+}
+
+// takeBufferedFor takes the buffered commits out of the buffer when one
+// Badger transaction holds them and batch together (see writeAndSync);
+// else nil, and they stay to be written on their own. The caller holds
+// writeMu, and lowers nbuffered by as many once they are written.
+func (j *Journal) takeBufferedFor(batch []*request) []*request {
+	if len(j.buffered) == 0 || j.syncErr != nil {
+		return nil
+	}
+	cost, count := j.bufferedCost, j.bufferedEntries
+	for _, r := range batch {
+		cost += r.cost
+		count += int64(len(r.entries))
+	}
+	if cost >= j.maxTxnSize || count >= j.maxTxnCount {
+		return nil
+	}
+	taken := j.buffered
+	j.buffered, j.bufferedCost, j.bufferedEntries = nil, 0, 0
+	if j.flushTimer != nil {
+		j.flushTimer.Stop()
+	}
+	return taken
 }
 
 func setAll(txn *badger.Txn, r *request) error {

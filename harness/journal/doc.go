@@ -13,7 +13,8 @@
 //     (scenarios/world/walsync).
 //     Writes that may be lost in a crash skip it: CommitUnsynced writes without
 //     a sync, CommitBuffered holds a moment's commits in memory and writes them
-//     as one (every read, and every other commit, writes them first);
+//     as one (every read, and every other commit, writes them first — a synced
+//     commit in its own transaction when one holds both);
 //   - content-addressed blobs (PutBlob, Blob) for payloads too large for a
 //     journal entry, under the reserved prefix blob/.
 //

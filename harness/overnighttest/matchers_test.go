@@ -28,7 +28,7 @@ func killFault(met bool) harness.FaultResult {
 func invariants(dupes bool) []harness.InvariantResult {
 	nd := harness.InvariantResult{Name: "no-duplicate-effects", Kind: "always", Verdict: "pass", Detail: "no resource was created twice"}
 	if dupes {
-		nd.Verdict, nd.Detail = "fail", `network "prod-net" created 2 times (net-1, net-2, by unkeyed #1, unkeyed #4)`
+		nd.Verdict, nd.Detail = "fail", `network "prod-net" created 2 times (net-1, net-2, by u/1, u/4)`
 	}
 	return []harness.InvariantResult{nd, {Name: "goal-reached", Kind: "eventually", Verdict: "pass", Detail: "api.example.com -> svc-1"}}
 }
@@ -76,7 +76,7 @@ var _ = Describe("the matchers", func() {
 			Expect(ok).To(BeFalse())
 			Expect(msg).To(Equal(`Expected run r-naive (deploy, seed 1, agent naive) to pass, but its verdict is fail
   verdict: fail after 2 attempts, 5 steps done: the agent reported done; no-duplicate-effects fail
-  invariant no-duplicate-effects (always) fail: network "prod-net" created 2 times (net-1, net-2, by unkeyed #1, unkeyed #4)
+  invariant no-duplicate-effects (always) fail: network "prod-net" created 2 times (net-1, net-2, by u/1, u/4)
   reproduce: overnight run deploy --seed 1 --agent naive --fault kill@step:3`))
 		})
 
@@ -154,7 +154,7 @@ var _ = Describe("the matchers", func() {
 			Expect(ok).To(BeFalse())
 			Expect(msg).To(Equal(`Expected invariant no-duplicate-effects to hold in run r-naive (deploy, seed 1, agent naive), but it failed
   verdict: fail after 2 attempts, 5 steps done: the agent reported done; no-duplicate-effects fail
-  invariant no-duplicate-effects (always) fail: network "prod-net" created 2 times (net-1, net-2, by unkeyed #1, unkeyed #4)
+  invariant no-duplicate-effects (always) fail: network "prod-net" created 2 times (net-1, net-2, by u/1, u/4)
   reproduce: overnight run deploy --seed 1 --agent naive --fault kill@step:3`))
 		})
 

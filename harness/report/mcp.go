@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/overnight-dev/overnight/harness"
 	"github.com/overnight-dev/overnight/harness/history"
@@ -94,10 +95,34 @@ func mcpCalls(effects []history.EffectRecord, gate []history.GateRecord) ([]mcpR
 	return rows, servers
 }
 
+// mcpRefusedRow is a tools/call the gateway refused before it became an
+// effect (an mcp-tool-gone or mcp-schema fault had changed its tool).
+type mcpRefusedRow struct {
+	When, Tool, Key, Fault, Told string
+	Attempt                      int
+}
+
+// mcpRefused are a run's refused tools/calls, as its report shows them;
+// virtual writes a virtual instant.
+func mcpRefused(refusals []history.MCPRefusal, virtual func(time.Time) string) []mcpRefusedRow {
+	var rows []mcpRefusedRow
+	for _, r := range refusals {
+		row := mcpRefusedRow{When: virtual(r.Virtual) + " virtual", Tool: r.Tool, Key: r.Key, Fault: r.Fault, Told: r.Reason, Attempt: r.Attempt}
+		if row.Key == "" {
+			row.Key = "unkeyed"
+		}
+		rows = append(rows, row)
+	}
+	return rows
+}
+
+// mcpRefusedText introduces the refused calls.
+const mcpRefusedText = "Calls the gateway refused before they became effects: the tool had vanished (mcp-tool-gone) or its input schema had changed and the call was in the old shape (mcp-schema). The server never saw them; the agent got the tool error shown."
+
 // mcpMarkdown writes the MCP section of a run's Markdown report (nothing
 // for a run that made no tools/call).
 func mcpMarkdown(b *strings.Builder, m *runModel) {
-	if len(m.MCP) == 0 {
+	if len(m.MCP) == 0 && len(m.MCPRefused) == 0 {
 		return
 	}
 	var rows [][]string
@@ -105,10 +130,22 @@ func mcpMarkdown(b *strings.Builder, m *runModel) {
 		rows = append(rows, []string{s.Server, s.Tools})
 	}
 	mdSection(b, "MCP tool calls", "The MCP servers the agent called through the gateway, and each tools/call: its key (given by the agent, derived by the harness, or none), its status (reconciled by lookup: in doubt, then found done by its tool's lookup), whether the journal answered it, and the gate's decision.",
-		"", "| server | tools called |\n|---|---|", rows)
-	rows = nil
-	for _, c := range m.MCP {
-		rows = append(rows, []string{c.Call, c.Tool, c.Key, c.KeyBy, c.StatusText(), c.Replayed, c.Gate})
+		"No tools/call became an effect.", "| server | tools called |\n|---|---|", rows)
+	if len(m.MCP) > 0 {
+		rows = nil
+		for _, c := range m.MCP {
+			rows = append(rows, []string{c.Call, c.Tool, c.Key, c.KeyBy, c.StatusText(), c.Replayed, c.Gate})
+		}
+		mdTable(b, "| call | tool | key | key by | status | replayed | gate |\n|---|---|---|---|---|---|---|", rows)
 	}
-	mdTable(b, "| call | tool | key | key by | status | replayed | gate |\n|---|---|---|---|---|---|---|", rows)
+	if len(m.MCPRefused) > 0 {
+		rows = nil
+		for _, r := range m.MCPRefused {
+			rows = append(rows, []string{r.When, r.Tool, fmt.Sprint(r.Attempt), r.Key, r.Fault, r.Told})
+		}
+		mdSection(b, "MCP calls refused", mcpRefusedText, "", "| when | tool | attempt | key | fault | what the agent was told |\n|---|---|--:|---|---|---|", rows)
+	}
 }
+
+// MCPRefusedText introduces the refused calls in the HTML report.
+func (m *runModel) MCPRefusedText() string { return mcpRefusedText }

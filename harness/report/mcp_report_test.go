@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	stdhtml "html"
+	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -39,7 +40,21 @@ func mcpFixture() *history.Full {
 		{Seq: 1, EffectID: history.KeyedID("close-1"), Key: "close-1", Kind: "mcp.tickets.close_ticket", Attempt: 2, Policy: "approve", Decision: "held", By: "gate"},
 		{Seq: 2, EffectID: history.KeyedID("close-1"), Key: "close-1", Kind: "mcp.tickets.close_ticket", Attempt: 2, Policy: "approve", Decision: "approved", By: "person:ana"},
 	}
-	return &history.Full{Run: &history.Run{Record: rec, Clock: virtual, Effects: effects,
+	// Two calls the gateway refused: one in the old shape of a tool an
+	// mcp-schema fault changed, one of a tool an mcp-tool-gone fault took away.
+	refused := func(seq int64, at time.Duration, r history.MCPRefusal) history.EventRecord {
+		data, err := json.Marshal(r)
+		Expect(err).NotTo(HaveOccurred())
+		return history.EventRecord{Seq: seq, Attempt: r.Attempt, Type: history.EventMCPRefused, Message: "refused " + r.Tool + ": " + r.Reason, Data: data, Virtual: virtual.Add(at)}
+	}
+	events := []history.EventRecord{
+		{Seq: 1, Attempt: 1, Type: "progress", Message: "step 1", Virtual: virtual},
+		refused(2, 3*time.Minute, history.MCPRefusal{Tool: "tickets__create_ticket", Key: "ticket-5", ArgsDigest: "9f2c", Fault: "mcp-schema:tickets__create_ticket:rename=title>summary@step:2", Attempt: 2,
+			Reason: `tool tickets__create_ticket's input schema changed: argument "title" is now "summary". This call sends "title"; list the tools again and send it in the new shape`}),
+		refused(3, 5*time.Minute, history.MCPRefusal{Tool: "tickets__close_ticket", ArgsDigest: "77aa", Fault: "mcp-tool-gone:tickets__close_ticket@step:3", Attempt: 2,
+			Reason: "tool tickets__close_ticket is gone: MCP server tickets no longer offers it (an mcp-tool-gone fault); list the tools again"}),
+	}
+	return &history.Full{Run: &history.Run{Record: rec, Clock: virtual, Effects: effects, Events: events,
 		Attempts: []history.AttemptRecord{{N: 1, StartedAt: start.Add(50 * time.Millisecond)}, {N: 2, StartedAt: start.Add(900 * time.Millisecond)}}},
 		Gate: gate}
 }
@@ -66,12 +81,43 @@ var _ = Describe("a run's reports of MCP tool calls", func() {
 			Expect(page).To(ContainSubstring(row))
 		}
 		Expect(page).NotTo(ContainSubstring("cloud__deploy_service"), "an effect of another world is no tools/call")
+		Expect(page).To(ContainSubstring("<h2>MCP calls refused</h2>"))
+		for _, row := range []string{
+			`<tr><td>+3m virtual</td><td><code>tickets__create_ticket</code></td><td class="n">2</td><td>ticket-5</td><td><code>mcp-schema:tickets__create_ticket:rename=title>summary@step:2</code></td><td class="bad">tool tickets__create_ticket's input schema changed: argument "title" is now "summary".`,
+			`<tr><td>+5m virtual</td><td><code>tickets__close_ticket</code></td><td class="n">2</td><td>unkeyed</td><td><code>mcp-tool-gone:tickets__close_ticket@step:3</code></td><td class="bad">tool tickets__close_ticket is gone`,
+		} {
+			Expect(page).To(ContainSubstring(row))
+		}
+		Expect(md.String()).To(ContainSubstring("## MCP calls refused"))
+		Expect(md.String()).To(ContainSubstring("| +5m virtual | tickets__close_ticket | 2 | unkeyed | mcp-tool-gone:tickets__close_ticket@step:3 | tool tickets__close_ticket is gone"))
+	})
+
+	It("show the refused calls of a run whose every tools/call was refused", func() {
+		f := mcpFixture()
+		var effects []history.EffectRecord
+		for _, e := range f.Run.Effects {
+			if !strings.HasPrefix(e.Kind, "mcp.") {
+				effects = append(effects, e)
+			}
+		}
+		f.Run.Effects, f.Gate = effects, nil
+		var html, md bytes.Buffer
+		Expect(report.RunHTML(&html, f, report.RunOptions{})).To(Succeed())
+		Expect(report.RunMarkdown(&md, f)).To(Succeed())
+		for _, page := range []string{stdhtml.UnescapeString(html.String()), md.String()} {
+			Expect(page).To(ContainSubstring("MCP tool calls"))
+			Expect(page).To(ContainSubstring("No tools/call became an effect."))
+			Expect(page).To(ContainSubstring("MCP calls refused"))
+			Expect(page).To(ContainSubstring("tool tickets__close_ticket is gone"))
+		}
 	})
 
 	It("count them in the result, its text and its JSON", func() {
 		res := &history.Result{RunID: "20261203-100000-mcp001", Scenario: "mcp-tickets", Seed: 1, Verdict: "pass", Reason: "all 1 invariants hold", Outcome: "success",
 			Attempts: 2, StepsCompleted: 3, Effects: history.EffectCounts{Executed: 4, Deduplicated: 1, Unkeyed: 1},
-			MCP: &history.MCPCounts{Calls: 4, AgentKeyed: 2, Derived: 1, Unkeyed: 1, Replayed: 1,
+			MCP: &history.MCPCounts{Calls: 4, AgentKeyed: 2, Derived: 1, Unkeyed: 1, Replayed: 1, Refused: 1,
+				Refusals: []history.MCPRefusal{{Tool: "tickets__close_ticket", ArgsDigest: "77aa", Fault: "mcp-tool-gone:tickets__close_ticket@step:3", Attempt: 2, Seq: 3,
+					Virtual: time.Date(2026, 1, 1, 0, 5, 0, 0, time.UTC), Reason: "tool tickets__close_ticket is gone: MCP server tickets no longer offers it (an mcp-tool-gone fault); list the tools again"}},
 				Servers: []history.MCPServerCalls{{Server: "notes", Tools: []string{"add_note"}}, {Server: "tickets", Tools: []string{"create_ticket", "list_tickets"}}}},
 			HistoryDigest: "c0ffee"}
 		var text, js bytes.Buffer
@@ -79,8 +125,12 @@ var _ = Describe("a run's reports of MCP tool calls", func() {
 		Expect(report.RunJSON(&js, &history.Full{Run: &history.Run{Record: history.RunRecord{ID: res.RunID, Result: res}}})).To(Succeed())
 		golden("run-mcp.txt", text.Bytes())
 		golden("run-mcp.json", js.Bytes())
-		Expect(text.String()).To(ContainSubstring("MCP: 4 calls to notes (add_note), tickets (create_ticket, list_tickets): 2 keyed by the agent, 1 derived, 1 unkeyed, 1 replayed\n"))
+		Expect(text.String()).To(ContainSubstring("MCP: 4 calls to notes (add_note), tickets (create_ticket, list_tickets): 2 keyed by the agent, 1 derived, 1 unkeyed, 1 replayed; 1 refused before they became effects\n"))
+		Expect(text.String()).To(ContainSubstring("MCP refused: tickets__close_ticket (attempt 2, fault mcp-tool-gone:tickets__close_ticket@step:3): tool tickets__close_ticket is gone"))
 		Expect(js.String()).To(ContainSubstring(`"mcp": {`))
+		var back history.Result
+		Expect(json.Unmarshal(js.Bytes(), &back)).To(Succeed())
+		Expect(back.MCP.Refusals).To(Equal(res.MCP.Refusals), "each refused call is in the JSON: tool, when, attempt, fault, what the agent was told")
 	})
 
 	It("have no MCP section for a run that made no tools/call", func() {

@@ -73,6 +73,9 @@ type runModel struct {
 	// MCP section).
 	MCP        []mcpRow
 	MCPServers []mcpServerRow
+	// MCPRefused: the tools/calls the gateway refused before they became
+	// effects (a tool an mcp-tool-gone or mcp-schema fault changed).
+	MCPRefused []mcpRefusedRow
 }
 
 type faultRow struct {
@@ -155,6 +158,7 @@ func newRunModel(f *history.Full) *runModel {
 	}
 	m.Poisoned, m.Rollbacks = history.PoisonOf(run.Checkpoints)
 	m.MCP, m.MCPServers = mcpCalls(run.Effects, f.Gate)
+	m.MCPRefused = mcpRefused(history.MCPRefusals(run.Events), virtual)
 	for _, fr := range run.Faults {
 		row := faultRow{Spec: fr.Spec, From: fr.From, Applied: "never fired", Healed: "–", Met: "no", Detail: fr.MetDetail, Attempt: fr.AppliedAttempt}
 		if fr.From == fr.Spec {
@@ -302,14 +306,20 @@ var runHTML = sync.OnceValue(func() *template.Template {
 {{if .Effects}}<table><tr><th>effect</th><th>kind</th><th>status</th><th class="n">attempt</th><th class="n">executions</th><th class="n">replays</th><th>notes</th></tr>
 {{range .Effects}}<tr><td>{{.Label}}</td><td>{{.Kind}}</td><td class="{{if eq .Status "done"}}ok{{else}}bad{{end}}">{{.Status}}</td><td class="n">{{.Attempt}}</td><td class="n">{{.Executions}}</td><td class="n">{{.Replays}}</td><td>{{.Notes}}</td></tr>
 {{end}}</table>{{end}}
-{{if .MCP}}<h2>MCP tool calls</h2>
-<table><tr><th>server</th><th>tools called</th></tr>
+{{if or .MCP .MCPRefused}}<h2>MCP tool calls</h2>
+{{if .MCP}}<table><tr><th>server</th><th>tools called</th></tr>
 {{range .MCPServers}}<tr><td>{{.Server}}</td><td>{{.Tools}}</td></tr>
 {{end}}</table>
 <table><tr><th>call</th><th>tool</th><th>key</th><th>key by</th><th>status</th><th>replayed</th><th>gate</th></tr>
 {{range .MCP}}<tr><td>{{.Call}}</td><td><code>{{.Tool}}</code></td><td>{{.Key}}</td><td>{{.KeyBy}}</td><td class="{{if eq .Status "done"}}ok{{else}}bad{{end}}">{{.StatusText}}</td><td>{{.Replayed}}</td><td>{{.Gate}}</td></tr>
 {{end}}</table>
-{{end}}<h2>Attempts</h2>
+{{else}}<p>No tools/call became an effect.</p>
+{{end}}{{if .MCPRefused}}<h2>MCP calls refused</h2>
+<p>{{.MCPRefusedText}}</p>
+<table><tr><th>when</th><th>tool</th><th class="n">attempt</th><th>key</th><th>fault</th><th>what the agent was told</th></tr>
+{{range .MCPRefused}}<tr><td>{{.When}}</td><td><code>{{.Tool}}</code></td><td class="n">{{.Attempt}}</td><td>{{.Key}}</td><td><code>{{.Fault}}</code></td><td class="bad">{{.Told}}</td></tr>
+{{end}}</table>
+{{end}}{{end}}<h2>Attempts</h2>
 {{if .Attempts}}<table><tr><th class="n">attempt</th><th>started</th><th>ended</th><th>how it ended</th><th class="n">exit code</th><th>notes</th></tr>
 {{range .Attempts}}<tr><td class="n">{{.N}}</td><td>{{.Started}}</td><td>{{.Ended}}</td><td class="{{if .Ok}}ok{{else}}bad{{end}}">{{.End}}</td><td class="n">{{.Exit}}</td><td>{{.Notes}}</td></tr>
 {{end}}</table>{{else}}<p>No attempt started.</p>{{end}}

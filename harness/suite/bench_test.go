@@ -15,6 +15,7 @@ import (
 	"github.com/overnight-dev/overnight/harness/harnesstest"
 	"github.com/overnight-dev/overnight/harness/suite"
 	"github.com/overnight-dev/overnight/reflect"
+	"github.com/overnight-dev/overnight/sandbox"
 	"github.com/overnight-dev/overnight/sandbox/docker"
 	"github.com/overnight-dev/overnight/scenarios/agents"
 )
@@ -25,6 +26,14 @@ import (
 // one state dir, as `overnight suite` does, and reports the wall time, the
 // runs per minute, and the runs that did not pass (a well-behaved agent
 // with no faults: each one is a failure of the harness itself).
+//
+// Beside each suite, at the same parallelism and on the same image, it runs
+// the floor (rawLoop: `docker run --rm --network none` × the same count,
+// through the Engine API client) once before the suite and once after, and
+// reports the floor's wall time (the mean of the two), its runs per minute,
+// and the ratio of the suite's wall time to it. It counts the standby
+// sandboxes the suite started, which must be none: a plain run's one
+// attempt would leave them unused (harness.StandbyAuto).
 //
 //	go test -run '^$' -bench SuiteDeploy -benchtime 1x -timeout 60m ./harness/suite
 func BenchmarkSuiteDeploy(b *testing.B) {
@@ -56,6 +65,17 @@ func BenchmarkSuiteDeploy(b *testing.B) {
 			_ = eng.RemoveImage(context.Background(), ref)
 		}
 	})
+	// The floor's containers are labelled for a state dir of their own.
+	rawState := filepath.Join(dir, "raw")
+	b.Cleanup(func() {
+		if left := harnesstest.Leftovers(context.Background(), api, rawState); len(left) > 0 {
+			b.Errorf("the raw loop left behind: %v", left)
+		}
+	})
+	image, err := docker.New(api, docker.Options{StateHash: sandbox.StateHash(rawState)}).EnsureImage(ctx, docker.ImageSpec{InitBinary: bin})
+	if err != nil {
+		b.Fatal(err)
+	}
 	for _, par := range pars {
 		b.Run(fmt.Sprintf("parallel-%d", par), func(b *testing.B) {
 			ext, err := reflect.New(reflect.Options{})
@@ -63,7 +83,8 @@ func BenchmarkSuiteDeploy(b *testing.B) {
 				b.Fatal(err)
 			}
 			state := filepath.Join(b.TempDir(), "state")
-			h, err := harness.Open(ctx, harness.Options{StateDir: state, InitBinary: bin, Sandbox: docker.Using(api), Extension: ext, BuiltinAgents: agents.Names()})
+			counted := &standbyCount{API: api}
+			h, err := harness.Open(ctx, harness.Options{StateDir: state, InitBinary: bin, Sandbox: docker.Using(counted), Extension: ext, BuiltinAgents: agents.Names()})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -92,24 +113,34 @@ func BenchmarkSuiteDeploy(b *testing.B) {
 				}
 				defer func() { pprof.StopCPUProfile(); _ = f.Close() }()
 			}
-			var wall time.Duration
+			var wall, rawWall time.Duration
 			var notPass int
-			cpu0 := readCPU()
+			var cpu cpuTimes
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				start := time.Now()
-				res, err := suite.Run(ctx, h, plan, suite.Options{Parallel: par})
-				wall += time.Since(start)
+				before, err := rawLoop(ctx, api, image, rawState, seeds, par)
 				if err != nil {
 					b.Fatal(err)
 				}
+				cpu0 := readCPU()
+				start := time.Now()
+				res, err := suite.Run(ctx, h, plan, suite.Options{Parallel: par})
+				wall += time.Since(start)
+				cpu = cpu.plus(readCPU().minus(cpu0))
+				if err != nil {
+					b.Fatal(err)
+				}
+				after, err := rawLoop(ctx, api, image, rawState, seeds, par)
+				if err != nil {
+					b.Fatal(err)
+				}
+				rawWall += (before + after) / 2
 				for _, r := range res.Failed() {
 					notPass++
 					b.Logf("parallel %d: %s/%s seed %d: %s %s", par, r.Scenario, r.Agent, r.Seed, r.Verdict, r.Reason)
 				}
 			}
 			b.StopTimer()
-			cpu := readCPU().minus(cpu0)
 			runs := float64(seeds * b.N)
 			b.ReportMetric(cpu.harness/runs, "harness-cpu-ms/run")
 			b.ReportMetric(cpu.dockerd/runs, "dockerd-cpu-ms/run")
@@ -119,6 +150,14 @@ func BenchmarkSuiteDeploy(b *testing.B) {
 			b.ReportMetric(per.Seconds(), "wall-s")
 			b.ReportMetric(float64(seeds)/per.Minutes(), "runs/min")
 			b.ReportMetric(float64(notPass)/float64(b.N), "not-passed")
+			raw := rawWall / time.Duration(b.N)
+			b.ReportMetric(raw.Seconds(), "raw-wall-s")
+			b.ReportMetric(float64(seeds)/raw.Minutes(), "raw-runs/min")
+			b.ReportMetric(wall.Seconds()/rawWall.Seconds(), "suite/raw")
+			b.ReportMetric(float64(counted.n.Load())/float64(b.N), "standbys")
+			if n := counted.n.Load(); n > 0 {
+				b.Errorf("parallel %d: the suite's plain runs started %d standby sandboxes; StandbyAuto starts none for them", par, n)
+			}
 		})
 	}
 }
@@ -132,6 +171,10 @@ type cpuTimes struct{ total, harness, dockerd, containerd float64 }
 
 func (a cpuTimes) minus(b cpuTimes) cpuTimes {
 	return cpuTimes{a.total - b.total, a.harness - b.harness, a.dockerd - b.dockerd, a.containerd - b.containerd}
+}
+
+func (a cpuTimes) plus(b cpuTimes) cpuTimes {
+	return cpuTimes{a.total + b.total, a.harness + b.harness, a.dockerd + b.dockerd, a.containerd + b.containerd}
 }
 
 // clockTicks is USER_HZ, the unit of /proc's CPU times: 100 on Linux.

@@ -134,6 +134,14 @@ func detailedRun(ctx context.Context, w *history.Writer, id string) {
 	Expect(w.Put(ctx, entry, history.GateEntry(id, history.GateRecord{Seq: 2, EffectID: "k/ticket-1", Key: "ticket-1", Kind: "mcp.tickets.create_ticket",
 		Policy: "approve", Decision: "approved", By: "person:ana", At: ms(4650)}))).To(Succeed())
 
+	// A tools/call the gateway refused: its tool was gone.
+	gone := history.MCPRefusal{Tool: "tickets__close_ticket", ArgsDigest: "77aa", Fault: "mcp-tool-gone:tickets__close_ticket@step:3", Attempt: 2,
+		Reason: "tool tickets__close_ticket is gone: MCP server tickets no longer offers it (an mcp-tool-gone fault); list the tools again"}
+	data, err := json.Marshal(gone)
+	Expect(err).NotTo(HaveOccurred())
+	Expect(w.Put(ctx, history.EventEntry(id, history.EventRecord{Seq: 2, Attempt: 2, Type: history.EventMCPRefused, Message: "refused " + gone.Tool + ": " + gone.Reason,
+		Data: data, Wall: ms(4800), Virtual: rec.VirtualStart.Add(2*24*time.Hour + 4*time.Hour)}))).To(Succeed())
+
 	res := &suite.Result{Suite: suite.Header{ID: "suite-fixture", StartedAt: start, WallMS: 9000, Parallel: 2},
 		Runs: []suite.RunResult{
 			{Scenario: "deploy-v2", Agent: "default", Seed: 4, RunID: id, Verdict: "pass", Counted: true, Reproduce: "overnight run deploy-v2 --seed 4"},

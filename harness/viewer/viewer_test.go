@@ -97,7 +97,8 @@ var _ = Describe("the viewer", func() {
 			"LLM exchanges (1)", "deploy &lt;carefully&gt;", "step 5 done", "<td>&#43;2d3h30s</td>", "deployed &lt;prod&gt;", "replay 1 of 1 of reflection r1", "no-duplicate-effects",
 			"<h2>Poisoned state</h2>", "the world contradicts migrated {&#34;database&#34;:&#34;prod-db&#34;,&#34;version&#34;:3}",
 			"<h2>MCP tool calls</h2>", "<tr><td>tickets</td><td>create_ticket</td></tr>",
-			"<td><code>tickets__create_ticket</code></td><td>ticket-1</td><td>agent</td><td class=\"ok\">done</td><td>yes (1 time)</td><td>approve: approved by person:ana</td>"} {
+			"<td><code>tickets__create_ticket</code></td><td>ticket-1</td><td>agent</td><td class=\"ok\">done</td><td>yes (1 time)</td><td>approve: approved by person:ana</td>",
+			"<h2>MCP calls refused</h2>", "<tr><td>&#43;2d4h virtual</td><td><code>tickets__close_ticket</code></td><td class=\"n\">2</td><td>unkeyed</td><td><code>mcp-tool-gone:tickets__close_ticket@step:3</code></td><td class=\"bad\">tool tickets__close_ticket is gone"} {
 			Expect(body).To(ContainSubstring(want))
 		}
 		Expect(body).NotTo(MatchRegexp(externalRef.String()))
@@ -203,7 +204,7 @@ var _ = Describe("the viewer beside a process that owns the state dir", func() {
 		srv := serve(dir)
 		requests, stop := harnesstest.Hammer(srv.Client(), 3, srv.URL+"/runs", srv.URL+"/runs/"+detailed, srv.URL+"/suites")
 		DeferCleanup(stop)
-		Eventually(requests).Should(BeNumerically(">", 10))
+		Eventually(requests).WithTimeout(10*time.Second).Should(BeNumerically(">", 10), "the viewer is being asked (under load, ten requests take more than the default second)")
 		before := requests()
 		for i := range 20 {
 			start := time.Now()

@@ -43,6 +43,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -364,14 +365,32 @@ func (w *World) Tools() []*mcp.Tool {
 	return append([]*mcp.Tool(nil), w.tools...)
 }
 
-// Tool is the server's tool of effect kind kind.
+// Tool is the server's tool of effect kind kind. It is on every call's
+// path: it compares names without building each tool's kind, and copies
+// no list.
 func (w *World) Tool(kind string) (*mcp.Tool, bool) {
-	for _, t := range w.Tools() {
-		if w.cfg.Server.EffectKind(t.Name) == kind {
-			return t, true
-		}
+	rest, isMCP := strings.CutPrefix(kind, scenarios.MCPKindPrefix)
+	rest, ours := strings.CutPrefix(rest, w.cfg.Server.Name)
+	name, ok := strings.CutPrefix(rest, ".")
+	if !isMCP || !ours || !ok {
+		return nil, false
 	}
-	return nil, false
+	find := func(tools []*mcp.Tool) (*mcp.Tool, bool) {
+		for _, t := range tools {
+			if t.Name == name {
+				return t, true
+			}
+		}
+		return nil, false
+	}
+	if c := w.conn; c != nil {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return find(c.tools)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return find(w.tools)
 }
 
 // Journal implements world.Journaling.

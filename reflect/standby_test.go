@@ -1,0 +1,136 @@
+package reflect_test
+
+import (
+	"context"
+	"os"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/overnight-dev/overnight/harness"
+	"github.com/overnight-dev/overnight/harness/harnesstest"
+	"github.com/overnight-dev/overnight/harness/history"
+	"github.com/overnight-dev/overnight/reflect"
+	"github.com/overnight-dev/overnight/sandbox/docker"
+	"github.com/overnight-dev/overnight/scenarios/agents"
+)
+
+// openWith is open with the reflection loop's options and the harness's
+// standby policy.
+func openWith(ctx context.Context, opts reflect.Options, policy harness.StandbyPolicy) *harness.Harness {
+	state := GinkgoT().TempDir()
+	ext, err := reflect.New(opts)
+	Expect(err).NotTo(HaveOccurred())
+	h, err := harness.Open(ctx, harness.Options{StateDir: state, InitBinary: initBinary, Sandbox: docker.Using(dockerCli), Extension: ext,
+		BuiltinAgents: agents.Names(), Standby: policy})
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(func(ctx SpecContext) {
+		Expect(h.Close()).To(Succeed())
+		Expect(harnesstest.Leftovers(ctx, dockerCli, state)).To(BeEmpty(), "containers, workspaces or networks left behind")
+	})
+	return h
+}
+
+// isolatedAttempts are the first attempts of a reflection's isolated runs:
+// the replays', the counterfactual's and the verification's.
+func isolatedAttempts(h *harness.Harness, r history.ReflectionRecord) map[string]history.AttemptRecord {
+	GinkgoHelper()
+	out := map[string]history.AttemptRecord{}
+	for _, id := range append([]string{r.Counterfactual.RunID, r.Verification.RunID}, replayIDs(r)...) {
+		atts, err := h.History().Attempts(id)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(atts).To(HaveLen(1), "isolated run %s", id)
+		out[id] = atts[0]
+	}
+	return out
+}
+
+// socketDirGone says whether an isolated run's gateway socket dir was
+// removed with its drive.
+func socketDirGone(h *harness.Harness, id string) bool {
+	rec, err := h.History().Run(id)
+	Expect(err).NotTo(HaveOccurred())
+	Expect(rec.SocketDir).NotTo(BeEmpty())
+	_, err = os.Stat(rec.SocketDir)
+	return os.IsNotExist(err)
+}
+
+var _ = Describe("standbys for a reflection's isolated runs", func() {
+	It("starts them as the reflection opens: every replay, the counterfactual and the verification take one over, and nothing is left", func(ctx SpecContext) {
+		h := openWith(ctx, reflect.Options{Lessons: reflect.LessonsNone}, harness.StandbyAuto)
+		res, err := h.Run(ctx, harness.RunRequest{Scenario: deployV2()})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res.Verdict).To(Equal(harness.VerdictPass), res.Reason)
+		refls, err := h.History().Reflections(res.RunID)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(refls).To(HaveLen(1))
+		r := refls[0]
+		// Determinism holds as without standbys: three replays that fail
+		// the same way, no divergence, a counterfactual that passes.
+		Expect(res.Reflections).To(HaveLen(1))
+		Expect(res.Reflections[0].Reproduced).To(Equal(history.Reproduced{Runs: 3, Failed: 3}))
+		Expect(r.Divergence).To(BeEmpty())
+		Expect(r.Counterfactual.Reproduced).To(BeFalse())
+		Expect(r.Decision).To(Equal(history.DecisionVerify))
+		atts := isolatedAttempts(h, r)
+		Expect(atts).To(HaveLen(5))
+		for id, a := range atts {
+			Expect(a.Standby).To(BeTrue(), "isolated run %s took over a standby", id)
+			Expect(a.Container).NotTo(BeEmpty())
+			Expect(socketDirGone(h, id)).To(BeTrue(), "isolated run %s's socket dir", id)
+		}
+		// No sandbox of the run's state dir is left once the run ended
+		// (the spec's cleanup checks the workspaces and networks too).
+		Expect(harnesstest.AllContainers(ctx, dockerCli, h.StateDir())).To(BeEmpty())
+	}, SpecTimeout(4*time.Minute))
+
+	It("starts them cold with ColdIsolated, and with the harness's standbys off", func(ctx SpecContext) {
+		for _, c := range []struct {
+			opts   reflect.Options
+			policy harness.StandbyPolicy
+		}{
+			{reflect.Options{Lessons: reflect.LessonsNone, ColdIsolated: true}, harness.StandbyAuto},
+			{reflect.Options{Lessons: reflect.LessonsNone}, harness.StandbyOff},
+		} {
+			h := openWith(ctx, c.opts, c.policy)
+			res, err := h.Run(ctx, harness.RunRequest{Scenario: deployV2()})
+			Expect(err).NotTo(HaveOccurred())
+			Expect(res.Verdict).To(Equal(harness.VerdictPass), res.Reason)
+			refls, err := h.History().Reflections(res.RunID)
+			Expect(err).NotTo(HaveOccurred())
+			for id, a := range isolatedAttempts(h, refls[0]) {
+				Expect(a.Standby).To(BeFalse(), "isolated run %s started cold", id)
+			}
+		}
+	}, SpecTimeout(6*time.Minute))
+
+	It("gives up a standby no run took: its sandbox, workspace and socket dir go", func(ctx SpecContext) {
+		h := openWith(ctx, reflect.Options{Lessons: reflect.LessonsNone}, harness.StandbyAuto)
+		parent := mustRun(ctx, h)
+		sbs, err := h.StandbyIsolated(ctx, parent, 2)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(sbs).To(HaveLen(2))
+		Eventually(func() ([]string, error) { return harnesstest.AllContainers(ctx, dockerCli, h.StateDir()) }).
+			WithTimeout(time.Minute).Should(HaveLen(2), "both standbys started")
+		for _, s := range sbs {
+			Expect(s.SocketDir()).To(BeADirectory())
+			Expect(s.Release(ctx)).To(Succeed())
+			Expect(s.Release(ctx)).To(Succeed(), "twice is harmless")
+			Expect(s.SocketDir()).NotTo(BeAnExistingFile(), "its socket dir went with it")
+		}
+		Expect(harnesstest.AllContainers(ctx, dockerCli, h.StateDir())).To(BeEmpty())
+		_, err = h.Isolated(ctx, harness.IsolatedRequest{Parent: parent, Standby: sbs[0]})
+		Expect(err).To(MatchError(ContainSubstring("released already")), "a released standby serves no run")
+	}, SpecTimeout(4*time.Minute))
+})
+
+// mustRun runs deploy-v2 without reflection's gate (a quick real run to
+// be a parent) and returns its id.
+func mustRun(ctx context.Context, h *harness.Harness) string {
+	GinkgoHelper()
+	scen := deployV2("reflect: {replays: 3, max: 2}\n", "", "policy: verify}", "policy: allow}", "policy: verify}", "policy: allow}")
+	res, err := h.Run(ctx, harness.RunRequest{Scenario: scen})
+	Expect(err).NotTo(HaveOccurred())
+	return res.RunID
+}
