@@ -132,6 +132,27 @@ var _ = Describe("an agent whose tools are MCP servers, through the gateway's MC
 			"the server's own file agrees: two tickets opened twice")
 	}, SpecTimeout(3*time.Minute))
 
+	It("hears notifications/tools/list_changed through the SDK's ToolListChangedHandler when mcp-tool-gone fires, and finds the tool gone", func(ctx SpecContext) {
+		h := newHarness(ctx, nil)
+		scen := mcpScenario(agentBin, notesBin, "",
+			"faults: [kill@effect:2]", "faults: [mcp-tool-gone:tickets__close_ticket@step:1]",
+			"agents:\n  nokeys:\n", "agents:\n  watch:\n    binary: ./bin/mcp-agent\n    args: [--watch-tools]\n  nokeys:\n")
+		res, err := h.Run(ctx, harness.RunRequest{Scenario: scen, Agent: "watch"})
+		Expect(err).NotTo(HaveOccurred())
+		logs, _ := h.Logs(res.RunID)
+		Expect(res.Verdict).To(Equal(harness.VerdictPass), "%s\n%+v", res.Reason, logs)
+		Expect(logs[0].Stdout).To(And(
+			ContainSubstring("notified: notifications/tools/list_changed"),
+			ContainSubstring("calling tickets__close_ticket: isError true: tool tickets__close_ticket is gone"),
+			ContainSubstring("tools gone: [tickets__close_ticket]")), logs[0].Stderr)
+		run, err := h.History().Load(ctx, res.RunID)
+		Expect(err).NotTo(HaveOccurred())
+		changes := history.MCPListChanges(run.Events)
+		Expect(changes).To(HaveLen(1), "journaled: %+v", run.Events)
+		Expect(changes[0].Stream).To(Equal("subscriptions/listen"))
+		Expect(changes[0].Changed).To(Equal([]string{"tickets__close_ticket gone (mcp-tool-gone:tickets__close_ticket@step:1)"}))
+	}, SpecTimeout(3*time.Minute))
+
 	It("judges an MCP tool change met only by a later call of that tool: a tool it never calls again is not met, a tool it calls is, and the refused calls are in the report", func(ctx SpecContext) {
 		h := newHarness(ctx, nil)
 		never := mcpScenario(agentBin, notesBin, "", "faults: [kill@effect:2]", "faults: [mcp-tool-gone:tickets__close_ticket@step:1]")

@@ -23,6 +23,12 @@
 // to 40 characters, and a shortened call is a new call, under a new key
 // ("ticket-1/short"), never the refused one's.
 //
+// With --watch-tools its client has a ToolListChangedHandler (so the SDK
+// opens a subscriptions/listen stream): once its tickets are open it waits
+// for notifications/tools/list_changed, lists the tools again and calls
+// each tool that went, reporting what the gateway answered (a scenario with
+// an mcp-tool-gone fault, as the harness's specs run it).
+//
 // With --no-keys it is the deliberately broken variant: no keys, and it
 // never reads its checkpoint back, so after a restart it starts over and
 // opens every ticket again — tickets.py's own file shows them twice, and
@@ -60,6 +66,7 @@ const maxTries = 30
 
 func main() {
 	noKeys := flag.Bool("no-keys", false, "send no idempotency keys and start over on every attempt (the broken variant)")
+	watch := flag.Bool("watch-tools", false, "wait for notifications/tools/list_changed once done, and report the tools that went")
 	flag.Parse()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -68,14 +75,14 @@ func main() {
 		fmt.Fprintln(os.Stderr, "mcp-agent:", err)
 		os.Exit(2)
 	}
-	if err := run(ctx, a, !*noKeys); err != nil {
+	if err := run(ctx, a, !*noKeys, *watch); err != nil {
 		fmt.Fprintln(os.Stderr, "mcp-agent:", err)
 		_ = a.Done(ctx, "failure", err.Error(), nil)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, a *agent.Client, keyed bool) error {
+func run(ctx context.Context, a *agent.Client, keyed, watch bool) error {
 	info, err := a.Run(ctx)
 	if err != nil {
 		return err
@@ -102,7 +109,17 @@ func run(ctx context.Context, a *agent.Client, keyed bool) error {
 	if url == "" {
 		return errors.New("OVERNIGHT_MCP_URL is not set: the scenario declares no mcp: servers")
 	}
-	client := mcp.NewClient(&mcp.Implementation{Name: "mcp-agent", Version: "v1"}, nil)
+	var opts *mcp.ClientOptions
+	changed := make(chan struct{}, 1)
+	if watch {
+		opts = &mcp.ClientOptions{ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+			select {
+			case changed <- struct{}{}:
+			default:
+			}
+		}}
+	}
+	client := mcp.NewClient(&mcp.Implementation{Name: "mcp-agent", Version: "v1"}, opts)
 	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, DisableStandaloneSSE: true}, nil)
 	if err != nil {
 		return fmt.Errorf("connect to %s: %w", url, err)
@@ -134,7 +151,48 @@ func run(ctx context.Context, a *agent.Client, keyed bool) error {
 			return err
 		}
 	}
-	return a.Done(ctx, "success", fmt.Sprintf("opened %d tickets", len(task.Titles)), nil)
+	summary := fmt.Sprintf("opened %d tickets", len(task.Titles))
+	if watch {
+		gone, err := toolsGone(ctx, cs, tools.Tools, changed)
+		if err != nil {
+			return err
+		}
+		summary += "; tools gone: " + strings.Join(gone, ", ")
+	}
+	return a.Done(ctx, "success", summary, nil)
+}
+
+// toolsGone waits for notifications/tools/list_changed, lists the tools
+// again, and calls each tool of before that went, printing the answer.
+func toolsGone(ctx context.Context, cs *mcp.ClientSession, before []*mcp.Tool, changed <-chan struct{}) ([]string, error) {
+	select {
+	case <-changed:
+		fmt.Println("notified: notifications/tools/list_changed")
+	case <-time.After(20 * time.Second):
+		return nil, errors.New("no notifications/tools/list_changed within 20s")
+	}
+	after, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	listed := map[string]bool{}
+	for _, t := range after.Tools {
+		listed[t.Name] = true
+	}
+	var gone []string
+	for _, t := range before {
+		if listed[t.Name] {
+			continue
+		}
+		gone = append(gone, t.Name)
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: t.Name, Arguments: map[string]any{}})
+		if err != nil {
+			return nil, fmt.Errorf("call %s: %w", t.Name, err)
+		}
+		fmt.Printf("calling %s: isError %v: %s\n", t.Name, res.IsError, text(res))
+	}
+	fmt.Printf("tools gone: %v\n", gone)
+	return gone, nil
 }
 
 // call makes one tools/call, retrying under the same key while the harness
