@@ -327,7 +327,7 @@ func (j *Journal) writeAndSync(batch []*request) {
 		}
 	}
 	var accepted []*request
-	for _, r := range batch {
+	for i, r := range batch {
 		if err := setAll(txn, r); err != nil {
 			// Not expected: newRequest checked keys and sizes with Badger's own
 			// rules. Reject this request alone and rebuild the transaction from
@@ -335,9 +335,18 @@ func (j *Journal) writeAndSync(batch []*request) {
 			r.done <- fmt.Errorf("stage commit of %d entries in journal %s: %w", len(r.entries), j.dir, err)
 			txn.Discard()
 			txn = j.db.NewTransaction(true)
-			for _, a := range append(slices.Clone(buffered), accepted...) {
+			for _, a := range append(slices.Clip(buffered), accepted...) {
 				if err := setAll(txn, a); err != nil {
-					ack(accepted, fmt.Errorf("re-stage commit group in journal %s: %w", j.dir, err))
+					// Nothing is written: the buffered commits, whose callers
+					// have returned, are lost, so the failure is sticky, as
+					// it is below; every request not answered yet gets it.
+					err = fmt.Errorf("re-stage commit group in journal %s: %w", j.dir, err)
+					if len(buffered) > 0 {
+						err = fmt.Errorf("%w; nothing of %d buffered commits was written; reopen the journal to continue", err, len(buffered))
+						j.syncErr = err
+					}
+					ack(accepted, err)
+					ack(batch[i+1:], err)
 					return
 				}
 			}
