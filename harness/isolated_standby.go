@@ -36,7 +36,6 @@ type IsolatedStandby struct {
 	claimed, adopted, gone bool
 	released               chan struct{}
 	releaseBackend         sandbox.Backend
-	releaseReserved        func()
 }
 
 // RunID is the id the isolated run will have.
@@ -94,11 +93,9 @@ func (h *Harness) StandbyIsolated(ctx context.Context, parent string, n int) ([]
 		}
 		dir, cleanup, err := sandbox.NewSocketDir()
 		if err != nil {
-			h.unreserve(id)
 			return nil, errors.Join(fmt.Errorf("make the gateway socket dir of isolated run %s: %w", id, err), release())
 		}
-		s := &IsolatedStandby{h: h, id: id, parent: parent, dir: dir, cleanupDir: cleanup, planned: make(chan struct{}), released: make(chan struct{}), releaseBackend: b,
-			releaseReserved: func() { h.unreserve(id) }}
+		s := &IsolatedStandby{h: h, id: id, parent: parent, dir: dir, cleanupDir: cleanup, planned: make(chan struct{}), released: make(chan struct{}), releaseBackend: b}
 		h.mu.Lock()
 		h.reserved[id] = s
 		h.mu.Unlock()
@@ -219,12 +216,12 @@ func (s *IsolatedStandby) Release(ctx context.Context) error {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	var errs []error
-	if len(s.sb.next) > 0 {
-		errs = append(errs, s.sb.drop(rctx))
-		errs = append(errs, s.releaseBackend.Release(rctx, s.id))
+	// A copy is dropped: Started may read s.sb beside this.
+	if sb := s.sb; len(sb.next) > 0 {
+		errs = append(errs, sb.drop(rctx), s.releaseBackend.Release(rctx, s.id))
 	}
 	errs = append(errs, s.cleanupDir())
-	s.releaseReserved()
+	s.h.unreserve(s.id)
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("release the standby of isolated run %s: %w", s.id, err)
 	}

@@ -66,8 +66,8 @@ type run struct {
 	faults faultEngine
 	fx     effectPath
 	sup    attempts
-	// standby is the next attempt's sandbox, started ahead (standby.go);
-	// the supervisor's alone.
+	// standby holds the next attempts' sandboxes, started ahead
+	// (standby.go); the supervisor's alone.
 	standby standbys
 	llm     *llmPath // nil: the run serves no model
 

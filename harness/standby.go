@@ -71,7 +71,9 @@ func (r *run) standbysAhead() int {
 // standbys keeps sandboxes started ahead for a run's next attempts: made
 // in the background once an attempt's own sandbox runs, each taken over by
 // the attempt it was made for, the rest removed when the run stops
-// driving. Its methods are called by the supervisor's goroutine.
+// driving. A value has one owner at a time — a run's supervisor, or one
+// IsolatedStandby until its run's drive takes a copy — whose goroutine
+// calls its methods.
 type standbys struct {
 	st    sandbox.Standbys  // nil: the backend has none, or the run wants none
 	ahead int               // how many attempts ahead are kept started

@@ -200,7 +200,8 @@ func backoff(stalled int) time.Duration {
 // without a new checkpoint — and nothing else: an attempt a fault ended
 // (kill, stop, restart) is followed by the next at once, however little
 // it did, since the schedule, not the agent, cut it short. Such an
-// attempt neither adds to the loop nor clears it; max_attempts counts
+// attempt without a new checkpoint neither adds to the loop nor clears
+// it; max_attempts counts
 // every attempt alike.
 type pacing struct {
 	stalled int // attempts of the agent's own in a row that ended without a new checkpoint

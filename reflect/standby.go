@@ -2,6 +2,7 @@ package reflect
 
 import (
 	"context"
+	"slices"
 	"sync"
 
 	"github.com/overnight-dev/overnight/harness"
@@ -16,7 +17,6 @@ import (
 type standbys struct {
 	replays []*harness.IsolatedStandby // the replays', then the counterfactual's
 	verify  *harness.IsolatedStandby
-	all     []*harness.IsolatedStandby
 }
 
 // reserve starts the isolated runs' sandboxes of reflection r ahead — when
@@ -36,7 +36,7 @@ func (rf *reflector) reserve(r *history.ReflectionRecord) {
 	if len(all) == 0 {
 		return
 	}
-	rf.standby[r.ID] = &standbys{replays: all[:n], verify: all[n], all: all}
+	rf.standby[r.ID] = &standbys{replays: all[:n], verify: all[n]}
 }
 
 // standbysOf takes reflection id's standbys for its process (nil: none).
@@ -71,7 +71,7 @@ func (s *standbys) release(ctx context.Context, rf *reflector, of ...*harness.Is
 		return
 	}
 	if of == nil {
-		of = s.all
+		of = append(slices.Clip(s.replays), s.verify)
 	}
 	var wg sync.WaitGroup
 	for _, sb := range of {

@@ -1,6 +1,7 @@
 package scenarios
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/url"
 	"path/filepath"
@@ -43,6 +44,16 @@ const (
 	// the server's own answer was lost.
 	MCPMetaReconciled = "overnight.dev/reconciled"
 )
+
+// MCPReconciled reports whether result, a journaled CallToolResult, is
+// the answer the harness wrote when a lookup found an in-doubt call done
+// (MCPMetaReconciled in its _meta): the server's own answer was lost.
+func MCPReconciled(result json.RawMessage) bool {
+	var r struct {
+		Meta map[string]any `json:"_meta"`
+	}
+	return json.Unmarshal(result, &r) == nil && r.Meta[MCPMetaReconciled] == true
+}
 
 // MCPToolSeparator joins a server's name and a tool's as the agent sees
 // the tool: <server>__<tool>.

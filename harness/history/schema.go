@@ -257,7 +257,9 @@ func (s worldStore) Commit(ctx context.Context, entries ...world.Entry) error {
 	}
 	switch {
 	case s.scratch, s.buffered:
-		return s.j.CommitBuffered(ctx, es...) // a shadow world's commits come with its effects (see Scratch)
+		// A shadow world's commits come with its effects (see Scratch); a
+		// buffered store's with the effect's result (see Buffered).
+		return s.j.CommitBuffered(ctx, es...)
 	case s.unsynced && recorded:
 		return s.j.CommitBuffered(ctx, es...)
 	case s.unsynced:

@@ -1,7 +1,6 @@
 package report
 
 import (
-	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -31,19 +30,6 @@ func (r mcpRow) StatusText() string {
 	return r.Status
 }
 
-// reconciledByLookup reports whether result, a journaled CallToolResult,
-// is the one the harness wrote when a lookup found an in-doubt call done.
-func reconciledByLookup(result json.RawMessage) bool {
-	var r struct {
-		Meta map[string]any `json:"_meta"`
-	}
-	if len(result) == 0 || json.Unmarshal(result, &r) != nil {
-		return false
-	}
-	v, _ := r.Meta[scenarios.MCPMetaReconciled].(bool)
-	return v
-}
-
 // mcpServerRow is an MCP server and the tools of it the run called.
 type mcpServerRow struct {
 	Server string
@@ -68,7 +54,7 @@ func mcpCalls(effects []history.EffectRecord, gate []history.GateRecord) ([]mcpR
 			tools[server] = append(tools[server], tool)
 		}
 		row := mcpRow{Call: history.EffectLabel(e.ID), Tool: server + "__" + tool, Key: e.Key, KeyBy: "agent", Status: e.Status, Replayed: "no", Gate: "not held",
-			Reconciled: e.Reconciled && reconciledByLookup(e.Result)}
+			Reconciled: e.Reconciled && scenarios.MCPReconciled(e.Result)}
 		switch {
 		case e.Unkeyed || e.Key == "":
 			row.Key, row.KeyBy = "unkeyed", "–"

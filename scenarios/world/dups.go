@@ -22,7 +22,6 @@ type IdentityFunc func(ctx context.Context, e LedgerEntry) (name string, counts 
 type DupIndex struct {
 	identity IdentityFunc
 	groups   map[string]*dupGroup
-	n        int         // groups so far: the next one's place
 	dups     []*dupGroup // the groups done under more than one key, by place
 }
 
@@ -50,9 +49,8 @@ func (x *DupIndex) Add(ctx context.Context, e LedgerEntry) error {
 	id := e.Kind + "\x00" + name
 	g := x.groups[id]
 	if g == nil {
-		g = &dupGroup{d: Duplicate{Kind: e.Kind, Name: name}, keys: map[string]bool{}, place: x.n}
+		g = &dupGroup{d: Duplicate{Kind: e.Kind, Name: name}, keys: map[string]bool{}, place: len(x.groups)}
 		x.groups[id] = g
-		x.n++
 	}
 	if g.keys[e.Key] {
 		return nil

@@ -38,7 +38,7 @@ func (w *World) Redo(ctx context.Context, e world.LedgerEntry) error {
 	if err != nil {
 		return fmt.Errorf("%w: MCP server %s's fresh instance left ledger entry %d (tools/call %s %s, key %q) in doubt: %w", world.ErrNotReplayable, w.cfg.Server.Name, e.Seq, tool.Name, e.Args, e.Key, err)
 	}
-	if out.Status != protocol.StatusDone || (!reconciled(e.Outcome.Result) && !sameJSON(out.Result, e.Outcome.Result)) {
+	if out.Status != protocol.StatusDone || (!scenarios.MCPReconciled(e.Outcome.Result) && !sameJSON(out.Result, e.Outcome.Result)) {
 		got := string(out.Result)
 		if out.Status != protocol.StatusDone && out.Error != nil {
 			got = fmt.Sprintf("%s (%s: %s)", out.Status, out.Error.Code, out.Error.Message)
@@ -47,16 +47,6 @@ func (w *World) Redo(ctx context.Context, e world.LedgerEntry) error {
 			world.ErrNotReplayable, w.cfg.Server.Name, e.Seq, tool.Name, e.Args, e.Key, snippet([]byte(got)), snippet(e.Outcome.Result))
 	}
 	return nil
-}
-
-// reconciled reports whether result is a call's answer made by its
-// lookup (lookUp), the server's own answer lost: any answer done is its
-// answer again.
-func reconciled(result json.RawMessage) bool {
-	var r struct {
-		Meta map[string]any `json:"_meta"`
-	}
-	return json.Unmarshal(result, &r) == nil && r.Meta[scenarios.MCPMetaReconciled] == true
 }
 
 // sameJSON reports whether a and b are the same JSON value (object keys
