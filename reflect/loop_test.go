@@ -133,10 +133,11 @@ var _ = Describe("the reflection loop on deploy-v2", func() {
 		h := open(ctx)
 		// Without the API change, the flaky agent fails only when its coin
 		// makes it send a bad step 4. The real attempt must fail for a
-		// reflection to open, and 8 replays all alike is a chance of 1 in
-		// 128: tried up to 6 times.
+		// reflection to open (a coin: 1 in 2), and 8 replays all alike is a
+		// chance of 1 in 128: tried up to 16 times (6 tries all without a
+		// reflection, 1 in 64, was seen in CI), stopping at the first.
 		scen := deployV2("args: [--give-up]\n", "args: [--give-up, --flaky]\n", "replays: 3", "replays: 8")
-		for try := 0; try < 6; try++ {
+		for try := 0; try < 16; try++ {
 			res, err := h.Run(ctx, harness.RunRequest{Scenario: scen, MaxAttempts: 1, Faults: []chaos.Spec{}})
 			Expect(err).NotTo(HaveOccurred())
 			if len(res.Reflections) == 0 {
@@ -154,7 +155,7 @@ var _ = Describe("the reflection loop on deploy-v2", func() {
 			Expect(md.String()).To(ContainSubstring("(flaky)"))
 			return
 		}
-		Fail("no try gave a flaky reflection in 6 runs")
+		Fail("no try gave a flaky reflection in 16 runs")
 	}, SpecTimeout(8*time.Minute))
 
 	It("redoes a verification that went stale: the real world changed before the next attempt started", func(ctx SpecContext) {
