@@ -73,7 +73,16 @@ func mcpOptions(stateless bool) *mcp.StreamableHTTPOptions {
 	return &mcp.StreamableHTTPOptions{Stateless: stateless, JSONResponse: true, DisableLocalhostProtection: true, MaxRequestBodyBytes: MaxBodyBytes}
 }
 
-type mcpCallerKey struct{}
+// mcpServerKey carries, in a request's context, the MCP server
+// mcpEndpoint looked up for the request's attempt: the SDK's handlers ask
+// for it (getServer) without looking it up again.
+type mcpServerKey struct{}
+
+// requestServer is the server mcpEndpoint put in r's context.
+func requestServer(r *http.Request) *mcp.Server {
+	srv, _ := r.Context().Value(mcpServerKey{}).(*mcp.Server)
+	return srv
+}
 
 // front is the MCP endpoint of a backend that serves MCP (nil: none),
 // made on first use.
@@ -85,15 +94,8 @@ func (s *Server) front() *mcpFront {
 	s.mcpOnce.Do(func() {
 		f := &mcpFront{s: s, b: b, attempts: map[int]*mcpAttempt{}, wake: make(chan struct{}, 1), done: make(chan struct{})}
 		f.gen.Store(1)
-		getServer := func(r *http.Request) *mcp.Server {
-			c, ok := r.Context().Value(mcpCallerKey{}).(Caller)
-			if !ok {
-				return nil
-			}
-			return f.server(r.Context(), c)
-		}
-		f.stateless = mcp.NewStreamableHTTPHandler(getServer, mcpOptions(true))
-		f.stateful = mcp.NewStreamableHTTPHandler(getServer, mcpOptions(false))
+		f.stateless = mcp.NewStreamableHTTPHandler(requestServer, mcpOptions(true))
+		f.stateful = mcp.NewStreamableHTTPHandler(requestServer, mcpOptions(false))
 		if w, ok := s.backend.(MCPWatcher); ok {
 			f.stopWatch = w.WatchMCP(f)
 		}
@@ -132,15 +134,16 @@ func (s *Server) mcpEndpoint(w http.ResponseWriter, r *http.Request) {
 		writeError(w, Errorf(http.StatusNotImplemented, protocol.CodeNotImplemented, "this gateway fronts no MCP servers"))
 		return
 	}
-	r = r.WithContext(context.WithValue(r.Context(), mcpCallerKey{}, c))
-	if f.server(r.Context(), c) == nil { // made, or listed again if the tools changed: this request sees them as they are now
+	srv := f.server(r.Context(), c) // made, or listed again if the tools changed: this request sees them as they are now
+	if srv == nil {
 		writeError(w, Errorf(http.StatusInternalServerError, protocol.CodeInternal, "the MCP servers' tools could not be listed (the harness's log says why)"))
 		return
 	}
+	r = r.WithContext(context.WithValue(r.Context(), mcpServerKey{}, srv))
 	h := f.stateless
 	switch id := r.Header.Get(mcpSessionHeader); {
 	case id != "":
-		if !f.owns(c, id) {
+		if !owns(srv, id) {
 			http.Error(w, fmt.Sprintf("session not found: it is not one of attempt %d's open sessions (an attempt's sessions end with it); initialize again", c.Attempt), http.StatusNotFound)
 			return
 		}
@@ -160,7 +163,7 @@ func (s *Server) mcpEndpoint(w http.ResponseWriter, r *http.Request) {
 		initialize, listen := rpcMethods(body)
 		switch {
 		case initialize && f.live(c):
-			f.makeRoom(r.Context(), c)
+			f.makeRoom(srv, c)
 			h = f.stateful
 		case listen:
 			finished()
@@ -200,15 +203,11 @@ func (f *mcpFront) live(c Caller) bool {
 	return c.Attempt > f.ended
 }
 
-// owns says whether session id is one of c's attempt's open sessions.
-func (f *mcpFront) owns(c Caller, id string) bool {
-	f.mu.Lock()
-	a := f.attempts[c.Attempt]
-	f.mu.Unlock()
-	if a == nil {
-		return false
-	}
-	for ss := range a.srv.Sessions() {
+// owns says whether session id is one of srv's open sessions. An
+// attempt's server is its own (an attempt that is over gets a new one,
+// with no sessions), so another attempt's session id is not found.
+func owns(srv *mcp.Server, id string) bool {
+	for ss := range srv.Sessions() {
 		if ss.ID() == id {
 			return true
 		}
@@ -216,13 +215,9 @@ func (f *mcpFront) owns(c Caller, id string) bool {
 	return false
 }
 
-// makeRoom closes c's attempt's oldest sessions while it holds
-// MaxMCPSessions: a new one is about to open.
-func (f *mcpFront) makeRoom(ctx context.Context, c Caller) {
-	srv := f.server(ctx, c)
-	if srv == nil {
-		return
-	}
+// makeRoom closes the oldest sessions of srv, c's attempt's server, while
+// it holds MaxMCPSessions: a new one is about to open.
+func (f *mcpFront) makeRoom(srv *mcp.Server, c Caller) {
 	var open []*mcp.ServerSession
 	for ss := range srv.Sessions() { // oldest first
 		if ss.ID() != "" {
