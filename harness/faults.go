@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/overnight-dev/overnight/chaos"
@@ -24,10 +25,12 @@ type faultHost interface {
 	intentCount() int
 	// effectOrder is the order of the run's newest effect (0: none yet).
 	effectOrder() int64
-	// toolCalls counts, from the journal, the calls of the tool scope
-	// names while fault's change of it held (w): the refusals naming the
-	// fault, and the tool's effects w holds.
-	toolCalls(fault string, scope chaos.MCPScope, w chaos.ToolWindow) (chaos.ToolCalls, error)
+	// mcpRefusals reads the run's refused tools/calls from the journal.
+	mcpRefusals() ([]history.MCPRefusal, error)
+	// toolCalls counts the calls of the tool scope names while fault's
+	// change of it held (w): the refusals naming the fault, and the
+	// tool's effects w holds.
+	toolCalls(refusals []history.MCPRefusal, fault string, scope chaos.MCPScope, w chaos.ToolWindow) chaos.ToolCalls
 	saveFault(ctx context.Context, rec history.FaultRecord) error
 	event(ctx context.Context, typ, msg string, data any)
 	progress(format string, args ...any)
@@ -500,18 +503,24 @@ func (e *faultEngine) settleLLM(ctx context.Context, c chaos.LLMCall) {
 }
 
 // settle judges the faults whose evidence is only known at the end, and
-// returns the records.
+// returns the records. The journal's refusals are read once, by the first
+// fault whose evidence is a tool's calls.
 func (e *faultEngine) settle(ctx context.Context) []history.FaultRecord {
 	out := make([]history.FaultRecord, 0, len(e.faults))
 	intents := e.host.intentCount()
+	refusals := sync.OnceValues(e.host.mcpRefusals)
 	for _, f := range e.faults {
 		if f.rec.Applied && f.rec.Error == "" && f.rec.MetDetail == "" {
 			end := chaos.End{Intents: intents}
 			var j chaos.Judgement
 			if w := f.rec.Evidence.Tool; w != nil {
 				scope, err := chaos.MCPScopeOf(f.spec)
+				var refused []history.MCPRefusal
 				if err == nil {
-					end.ToolCalls, err = e.host.toolCalls(f.rec.Spec, scope, *w)
+					refused, err = refusals()
+				}
+				if err == nil {
+					end.ToolCalls = e.host.toolCalls(refused, f.rec.Spec, scope, *w)
 				}
 				if err != nil {
 					j.Detail = "its evidence could not be read from the journal: " + err.Error()
@@ -549,13 +558,17 @@ func (r *run) saveFault(ctx context.Context, rec history.FaultRecord) error {
 	return r.put(ctx, history.FaultEntry(r.rec.ID, rec))
 }
 
-func (r *run) toolCalls(fault string, scope chaos.MCPScope, w chaos.ToolWindow) (chaos.ToolCalls, error) {
-	c := chaos.ToolCalls{Tool: scope.String()}
+func (r *run) mcpRefusals() ([]history.MCPRefusal, error) {
 	events, err := r.h.history.Events(r.rec.ID)
 	if err != nil {
-		return c, err
+		return nil, err
 	}
-	for _, ref := range history.MCPRefusals(events) {
+	return history.MCPRefusals(events), nil
+}
+
+func (r *run) toolCalls(refusals []history.MCPRefusal, fault string, scope chaos.MCPScope, w chaos.ToolWindow) chaos.ToolCalls {
+	c := chaos.ToolCalls{Tool: scope.String()}
+	for _, ref := range refusals {
 		if ref.Fault == fault {
 			c.Refused++
 		}
@@ -566,7 +579,7 @@ func (r *run) toolCalls(fault string, scope chaos.MCPScope, w chaos.ToolWindow) 
 			c.Ran++
 		}
 	}
-	return c, nil
+	return c
 }
 
 func (r *run) linkStats() (chaos.LinkStats, bool) {
