@@ -126,9 +126,7 @@ func (r *run) judge(ctx context.Context, end endState) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	if res.MCP = mcpCounts(effects, events); res.MCP != nil {
-		res.MCP.Refusals = history.MCPRefusals(events)
-	}
+	res.MCP = mcpCounts(effects, events)
 	for _, c := range checkpoints {
 		ic := invariant.Checkpoint{Attempt: c.Attempt, Step: c.Step, Seq: c.Seq, RollbackOf: c.RollbackOf}
 		if c.Poisoned() {

@@ -24,12 +24,14 @@ var _ = Describe("a run's result counts its MCP tool calls", func() {
 		Expect(mcpCounts(effects[4:], nil)).To(BeNil(), "a run without tools/calls has no mcp in its result")
 	})
 
-	It("counts the calls refused before they became effects apart from the calls", func() {
-		refused, _ := json.Marshal(history.MCPRefusal{Tool: "tickets__close_ticket", ArgsDigest: "ab", Reason: "gone", Fault: "mcp-tool-gone:tickets__close_ticket@step:1"})
+	It("counts and lists the calls refused before they became effects apart from the calls", func() {
+		refusal := history.MCPRefusal{Tool: "tickets__close_ticket", ArgsDigest: "ab", Reason: "gone", Fault: "mcp-tool-gone:tickets__close_ticket@step:1"}
+		refused, _ := json.Marshal(refusal)
 		events := []history.EventRecord{{Seq: 1, Type: "progress"}, {Seq: 2, Type: history.EventMCPRefused, Data: refused}}
-		Expect(mcpCounts(nil, events)).To(Equal(&history.MCPCounts{Refused: 1}), "a run whose only tools/call was refused")
+		refusal.Seq = 2 // the event's
+		Expect(mcpCounts(nil, events)).To(Equal(&history.MCPCounts{Refused: 1, Refusals: []history.MCPRefusal{refusal}}), "a run whose only tools/call was refused")
 		effects := []history.EffectRecord{{ID: "k/t", Key: "t", Kind: "mcp.tickets.create_ticket"}}
-		Expect(mcpCounts(effects, events)).To(Equal(&history.MCPCounts{Calls: 1, AgentKeyed: 1, Refused: 1,
+		Expect(mcpCounts(effects, events)).To(Equal(&history.MCPCounts{Calls: 1, AgentKeyed: 1, Refused: 1, Refusals: []history.MCPRefusal{refusal},
 			Servers: []history.MCPServerCalls{{Server: "tickets", Tools: []string{"create_ticket"}}}}))
 	})
 })

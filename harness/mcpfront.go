@@ -212,15 +212,15 @@ func mcpAnswer(tool string, res protocol.EffectResult) (*mcp.CallToolResult, err
 	return &out, nil
 }
 
-// mcpCounts counts a run's tools/calls among its effects, and the calls
-// refused before they became effects among its events (nil: none).
+// mcpCounts counts a run's tools/calls among its effects, and lists the
+// calls refused before they became effects among its events (nil: none).
 func mcpCounts(effects []history.EffectRecord, events []history.EventRecord) *history.MCPCounts {
-	c := history.MCPCounts{Refused: len(history.MCPRefusals(events))}
+	refusals := history.MCPRefusals(events)
+	c := history.MCPCounts{Refused: len(refusals), Refusals: refusals}
 	tools := map[string][]string{}
 	for _, e := range effects {
-		rest, isMCP := strings.CutPrefix(e.Kind, "mcp.")
-		server, tool, ok := strings.Cut(rest, ".")
-		if !isMCP || !ok {
+		server, tool, ok := mcpKindParts(e.Kind)
+		if !ok {
 			continue
 		}
 		c.Calls++
