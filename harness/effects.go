@@ -389,24 +389,24 @@ func kindInfo(w world.World, kind string) (world.KindInfo, bool) {
 // way, is counted with them).
 func (p *effectPath) put(ctx context.Context, rec *history.EffectRecord) error {
 	e := history.EffectEntry(p.r.rec.ID, rec)
-	if p.r.answeredFromRecording(rec.Kind) {
+	if answeredFromRecording(p.r.scen, rec.Kind) {
 		return p.r.w.PutRecorded(ctx, e)
 	}
 	return p.r.put(ctx, e)
 }
 
 // answeredFromRecording says whether effects of kind are answered from a
-// recorded run (an MCP server or HTTP API the scenario replays): nothing
-// outside the journal acts on them.
-func (r *run) answeredFromRecording(kind string) bool {
-	switch {
-	case strings.HasPrefix(kind, scenarios.MCPKindPrefix):
-		server, _, _ := strings.Cut(strings.TrimPrefix(kind, scenarios.MCPKindPrefix), ".")
-		_, declared := r.scen.MCPServer(server)
-		return declared && r.scen.ReplaysMCP()
-	case strings.HasPrefix(kind, scenarios.HTTPKindPrefix):
-		api, _, _ := strings.Cut(strings.TrimPrefix(kind, scenarios.HTTPKindPrefix), ".")
-		a, declared := r.scen.HTTPAPI(api)
+// recorded run, the rule for scen's worlds: every MCP server's when the
+// scenario replays MCP, each HTTP API's in mode: replay. Nothing outside
+// the journal acts on them (put), nor on their journals of answers
+// (recordedPrefixes).
+func answeredFromRecording(scen *scenarios.Scenario, kind string) bool {
+	if server, _, ok := mcpKindParts(kind); ok {
+		_, declared := scen.MCPServer(server)
+		return declared && scen.ReplaysMCP()
+	}
+	if api, _, ok := kindParts(scenarios.HTTPKindPrefix, kind); ok {
+		a, declared := scen.HTTPAPI(api)
 		return declared && a.Mode == scenarios.HTTPReplay
 	}
 	return false

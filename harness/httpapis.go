@@ -168,18 +168,17 @@ func (h *Harness) openHTTPWorlds(ctx context.Context, rec history.RunRecord, sce
 }
 
 // recordedPrefixes are where the journals of answers of scen's worlds a
-// recording answers live under the world prefix: every MCP server's when
-// the scenario replays MCP, each HTTP API's in mode: replay
-// (run.answeredFromRecording says the same of their effects).
+// recording answers (answeredFromRecording, asked of each world's kinds)
+// live under the world prefix.
 func recordedPrefixes(scen *scenarios.Scenario, prefix []byte) [][]byte {
 	var out [][]byte
-	if scen.ReplaysMCP() {
-		for _, m := range scen.MCPServers() {
+	for _, m := range scen.MCPServers() {
+		if answeredFromRecording(scen, m.EffectKind("")) {
 			out = append(out, httpworld.MCPPrefix(prefix, m.Name))
 		}
 	}
 	for _, a := range scen.HTTP {
-		if a.Mode == scenarios.HTTPReplay {
+		if answeredFromRecording(scen, a.EffectKind("")) {
 			out = append(out, httpworld.APIPrefix(prefix, a.Name))
 		}
 	}

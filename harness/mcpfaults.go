@@ -46,7 +46,13 @@ type mcpHit struct {
 
 // mcpKindParts splits an effect kind mcp.<server>.<tool>.
 func mcpKindParts(kind string) (server, tool string, ok bool) {
-	rest, ok := strings.CutPrefix(kind, scenarios.MCPKindPrefix)
+	return kindParts(scenarios.MCPKindPrefix, kind)
+}
+
+// kindParts splits an effect kind <prefix><world>.<rest> (an MCP server's
+// mcp.<server>.<tool>, an HTTP API's http.<api>.<route>).
+func kindParts(prefix, kind string) (world, rest string, ok bool) {
+	rest, ok = strings.CutPrefix(kind, prefix)
 	if !ok {
 		return "", "", false
 	}
