@@ -268,7 +268,9 @@ func (p *effectPath) execute(ctx context.Context, e *effect) (*world.Outcome, er
 		var err error
 		req := world.Request{Key: rec.ID, Kind: e.req.Kind, Args: e.args, Now: r.clock.now}
 		disarm := p.armMCPCrash(hit)
-		r.outside(func() { out, err = r.world.Execute(ctx, req) })
+		// The world's answer, journaled by the world, rides in the result's
+		// commit (history.ResultFollows): every path below journals one.
+		r.outside(func() { out, err = r.world.Execute(history.ResultFollows(ctx), req) })
 		disarm()
 		rec.Executions++
 		if err != nil {

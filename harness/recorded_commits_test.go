@@ -69,4 +69,22 @@ var _ = Describe("The records of a call a recording answers", func() {
 		Expect(after.Commits - before.Commits).To(BeEquivalentTo(2))
 		Expect(after.Syncs).To(Equal(before.Syncs))
 	})
+
+	It("include a live effect's answer, made while the world executes it: the result's synced commit writes both", func(ctx SpecContext) {
+		_, prefix := w.WorldStore("run-1")
+		store, _ := w.AnswersStore("run-1")
+		before := j.Stats()
+		answer := append(append([]byte{}, prefix...), "~http/etcd/ledger/1"...)
+		Expect(store.Commit(history.ResultFollows(ctx), world.Entry{Key: answer, Value: []byte(`{"seq":1}`)})).To(Succeed())
+		Expect(j.Stats().Commits).To(Equal(before.Commits), "held in memory until the effect's result")
+
+		rec := &history.EffectRecord{ID: history.KeyedID("put-1"), Key: "put-1", Kind: "http.etcd.put", Status: protocol.StatusDone}
+		Expect(w.Put(ctx, history.EffectEntry("run-1", rec))).To(Succeed())
+		after := j.Stats()
+		Expect(after.Commits - before.Commits).To(BeEquivalentTo(2))
+		Expect(after.Syncs-before.Syncs).To(BeEquivalentTo(1), "one sync covers the answer and the result")
+		v, err := j.Get(answer)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(string(v)).To(Equal(`{"seq":1}`))
+	})
 })

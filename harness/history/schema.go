@@ -221,15 +221,18 @@ func (w *Writer) WorldStore(id string) (world.Store, []byte) {
 
 // AnswersStore is run id's world key space (WorldStore's) for a journal
 // of the answers of a world whose upstream stays authoritative — an HTTP
-// API's: its commits are written at once without waiting for a sync (a
-// SIGKILL loses none), and made durable by the effect's result, the
-// synced commit that follows each before the agent hears anything. What a
-// machine crash could lose in between is an answer the harness had not
-// journaled yet, which the effect's reconciliation asks the upstream for.
+// API's, an MCP server's: its commits are written at once without waiting
+// for a sync (a SIGKILL loses none), and made durable by the next synced
+// commit.
 //
-// A commit that writes under one of the recorded prefixes — the journal of
-// answers of a world a recording answers (a replayed MCP server or HTTP
-// API) — is buffered instead, as the effect's records are (PutRecorded).
+// Two kinds of commit are buffered instead (journal.CommitBuffered): held
+// in memory and written in the transaction of the next synced commit.
+// Those made under a context marked by ResultFollows — the answer to an
+// effect, which the effect's durable result follows before the agent
+// hears anything: one Badger write and one sync for both. And those under
+// one of the recorded prefixes — the journal of answers of a world a
+// recording answers (a replayed MCP server or HTTP API), as the effect's
+// records are (PutRecorded).
 func (w *Writer) AnswersStore(id string, recorded ...[]byte) (world.Store, []byte) {
 	s, prefix := w.WorldStore(id)
 	ws := s.(worldStore).Unsynced().(worldStore)
@@ -260,12 +263,34 @@ func (s worldStore) Commit(ctx context.Context, entries ...world.Entry) error {
 		// A shadow world's commits come with its effects (see Scratch); a
 		// buffered store's with the effect's result (see Buffered).
 		return s.j.CommitBuffered(ctx, es...)
-	case s.unsynced && recorded:
+	case s.unsynced && (recorded || resultFollows(ctx)):
 		return s.j.CommitBuffered(ctx, es...)
 	case s.unsynced:
 		return s.j.CommitUnsynced(ctx, es...)
 	}
 	return s.j.Commit(ctx, es...)
+}
+
+// resultFollowsKey marks a context of ResultFollows.
+type resultFollowsKey struct{}
+
+// ResultFollows marks ctx as the context of a world's Execute on the
+// effect path, which journals the effect's result — a synced commit — after
+// every commit the world makes under it and before the agent hears of the
+// effect. The answers store (AnswersStore) holds those commits in memory
+// and writes them in the result's own transaction, whose sync covers them.
+//
+// A harness killed in between loses the answer with the result: the
+// effect's intent is then without a result, as after a kill while the
+// world was being called, and its reconciliation asks the world (an HTTP
+// API's lookup) before anything is sent again.
+func ResultFollows(ctx context.Context) context.Context {
+	return context.WithValue(ctx, resultFollowsKey{}, true)
+}
+
+func resultFollows(ctx context.Context) bool {
+	v, _ := ctx.Value(resultFollowsKey{}).(bool)
+	return v
 }
 
 // Unsynced is the same key space with commits written in order with every
