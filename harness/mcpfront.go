@@ -212,22 +212,66 @@ func mcpAnswer(tool string, res protocol.EffectResult) (*mcp.CallToolResult, err
 	return &out, nil
 }
 
+// MCPKeyOrigin is who gave a tools/call's idempotency key.
+type MCPKeyOrigin string
+
+// Who keys a tools/call.
+const (
+	MCPKeyAgent   MCPKeyOrigin = "agent"   // the agent, in the call's _meta
+	MCPKeyDerived MCPKeyOrigin = "derived" // the harness (keys: derived)
+	MCPUnkeyed    MCPKeyOrigin = "unkeyed" // nobody: the call ran unprotected
+)
+
+// MCPCallOf reads a run's effect as a tools/call: its server, its tool
+// and who keyed it (ok false: the effect is no tools/call). The result's
+// counts and the run's reports read calls through it.
+func MCPCallOf(e history.EffectRecord) (server, tool string, key MCPKeyOrigin, ok bool) {
+	server, tool, ok = mcpKindParts(e.Kind)
+	switch {
+	case !ok:
+		return "", "", "", false
+	case e.Unkeyed || e.Key == "":
+		key = MCPUnkeyed
+	case DerivedMCPKey(e.Key):
+		key = MCPKeyDerived
+	default:
+		key = MCPKeyAgent
+	}
+	return server, tool, key, true
+}
+
+// MCPServersCalled are the MCP servers a run's effects called, each with
+// the tools called, sorted by name (nil: none).
+func MCPServersCalled(effects []history.EffectRecord) []history.MCPServerCalls {
+	tools := map[string][]string{}
+	for _, e := range effects {
+		server, tool, _, ok := MCPCallOf(e)
+		if ok && !slices.Contains(tools[server], tool) {
+			tools[server] = append(tools[server], tool)
+		}
+	}
+	var out []history.MCPServerCalls
+	for _, s := range slices.Sorted(maps.Keys(tools)) {
+		out = append(out, history.MCPServerCalls{Server: s, Tools: slices.Sorted(slices.Values(tools[s]))})
+	}
+	return out
+}
+
 // mcpCounts counts a run's tools/calls among its effects, and lists the
 // calls refused before they became effects among its events (nil: none).
 func mcpCounts(effects []history.EffectRecord, events []history.EventRecord) *history.MCPCounts {
 	refusals := history.MCPRefusals(events)
 	c := history.MCPCounts{Refused: len(refusals), Refusals: refusals}
-	tools := map[string][]string{}
 	for _, e := range effects {
-		server, tool, ok := mcpKindParts(e.Kind)
+		_, _, key, ok := MCPCallOf(e)
 		if !ok {
 			continue
 		}
 		c.Calls++
-		switch {
-		case e.Unkeyed || e.Key == "":
+		switch key {
+		case MCPUnkeyed:
 			c.Unkeyed++
-		case DerivedMCPKey(e.Key):
+		case MCPKeyDerived:
 			c.Derived++
 		default:
 			c.AgentKeyed++
@@ -235,15 +279,10 @@ func mcpCounts(effects []history.EffectRecord, events []history.EventRecord) *hi
 		if e.Replays > 0 {
 			c.Replayed++
 		}
-		if !slices.Contains(tools[server], tool) {
-			tools[server] = append(tools[server], tool)
-		}
 	}
 	if c.Calls == 0 && c.Refused == 0 {
 		return nil
 	}
-	for _, s := range slices.Sorted(maps.Keys(tools)) {
-		c.Servers = append(c.Servers, history.MCPServerCalls{Server: s, Tools: slices.Sorted(slices.Values(tools[s]))})
-	}
+	c.Servers = MCPServersCalled(effects)
 	return &c
 }

@@ -44,7 +44,7 @@ func FuzzGateway(f *testing.F) {
 		req := httptest.NewRequest(method, "http://gateway"+path, strings.NewReader(body))
 		req.Header.Set("Authorization", "Bearer good")
 		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, req)
+		serveBounded(h, rec, req, body)
 		if rec.Code == http.StatusMovedPermanently || rec.Code == http.StatusTemporaryRedirect || rec.Code == http.StatusPermanentRedirect {
 			return // the mux cleaning a path like /v1//run
 		}

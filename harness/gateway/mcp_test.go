@@ -193,7 +193,7 @@ func FuzzMCP(f *testing.F) {
 		req.Header.Set("Accept", "application/json, text/event-stream")
 		req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
 		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, req)
+		serveBounded(h, rec, req, body)
 		var msg struct {
 			ID json.RawMessage `json:"id"`
 		}

@@ -2,8 +2,6 @@ package report
 
 import (
 	"fmt"
-	"maps"
-	"slices"
 	"strings"
 	"time"
 
@@ -44,22 +42,15 @@ func mcpCalls(effects []history.EffectRecord, gate []history.GateRecord) ([]mcpR
 		decided[g.EffectID] = g // the last decision of each effect wins
 	}
 	var rows []mcpRow
-	tools := map[string][]string{}
 	for _, e := range effects {
-		server, tool, ok := strings.Cut(strings.TrimPrefix(e.Kind, "mcp."), ".")
-		if !ok || !strings.HasPrefix(e.Kind, "mcp.") {
+		server, tool, key, ok := harness.MCPCallOf(e)
+		if !ok {
 			continue
 		}
-		if !slices.Contains(tools[server], tool) {
-			tools[server] = append(tools[server], tool)
-		}
-		row := mcpRow{Call: history.EffectLabel(e.ID), Tool: server + "__" + tool, Key: e.Key, KeyBy: "agent", Status: e.Status, Replayed: "no", Gate: "not held",
+		row := mcpRow{Call: history.EffectLabel(e.ID), Tool: server + "__" + tool, Key: e.Key, KeyBy: string(key), Status: e.Status, Replayed: "no", Gate: "not held",
 			Reconciled: e.Reconciled && scenarios.MCPReconciled(e.Result)}
-		switch {
-		case e.Unkeyed || e.Key == "":
+		if key == harness.MCPUnkeyed {
 			row.Key, row.KeyBy = "unkeyed", "–"
-		case harness.DerivedMCPKey(e.Key):
-			row.KeyBy = "derived"
 		}
 		if e.Replays > 0 {
 			row.Replayed = fmt.Sprintf("yes (%s)", history.Count(e.Replays, "time"))
@@ -73,10 +64,8 @@ func mcpCalls(effects []history.EffectRecord, gate []history.GateRecord) ([]mcpR
 		rows = append(rows, row)
 	}
 	var servers []mcpServerRow
-	for _, s := range slices.Sorted(maps.Keys(tools)) {
-		t := tools[s]
-		slices.Sort(t)
-		servers = append(servers, mcpServerRow{Server: s, Tools: strings.Join(t, ", ")})
+	for _, s := range harness.MCPServersCalled(effects) {
+		servers = append(servers, mcpServerRow{Server: s.Server, Tools: strings.Join(s.Tools, ", ")})
 	}
 	return rows, servers
 }
