@@ -2,9 +2,17 @@
 SHELL := /bin/bash
 GO    ?= go
 BIN   := bin/overnight
-# The overnight binary is injected into every sandbox (FROM scratch), so it
-# must be static.
+# The slim sandbox side (init, pause, probe, the built-in agents), injected
+# into every sandbox as PID 1 by bin/overnight when both carry one build id.
+SANDBOX_BIN := bin/overnight-sandbox
+# Both binaries run inside sandboxes (FROM scratch), so they must be static.
 export CGO_ENABLED := 0
+# BUILD_ID is linked into both binaries (-X main.buildID): bin/overnight
+# injects the overnight-sandbox beside it only when that one answers the
+# same id, so a stale sibling is never used. It hashes the sources (names
+# and contents), so an unchanged tree builds the same binaries, and the
+# sandbox image (made once per binary hash) is not made again.
+BUILD_ID = $(shell find chaos cmd harness reflect sandbox scenarios go.mod go.sum -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)
 
 # The demo keeps its journal here, so `bin/overnight --state .overnight-demo runs` shows its runs.
 DEMO_STATE ?= .overnight-demo
@@ -16,8 +24,10 @@ PYTHON_IMAGE ?= overnight-test/debian-python:bookworm
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-7s %s\n", $$1, $$2}'
 
-build: ## build the static overnight binary into bin/
-	$(GO) build -trimpath -o $(BIN) ./cmd/overnight
+build: ## build the static overnight binary and its slim sandbox side (overnight-sandbox) into bin/
+	@id='$(BUILD_ID)'; set -x; \
+	$(GO) build -trimpath -ldflags "-X main.buildID=$$id" -o $(BIN) ./cmd/overnight && \
+	$(GO) build -trimpath -ldflags "-X main.buildID=$$id" -o $(SANDBOX_BIN) ./cmd/overnight-sandbox
 
 # The MCP example's agent (the official Go SDK's client) and its Go MCP
 # server, static, where examples/mcp/scenario.yaml names them.

@@ -35,7 +35,7 @@ var _ = Describe("the agent's report file against the real engine", func() {
 	// cli runs the overnight binary on state: a process of its own.
 	cli := func(ctx SpecContext, state string, args ...string) (string, string, int) {
 		GinkgoHelper()
-		cmd := exec.CommandContext(ctx, initBinary, append(args, "--state", state)...)
+		cmd := exec.CommandContext(ctx, overnightBinary, append(args, "--state", state)...)
 		var out, errOut bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &errOut
 		err := cmd.Run()

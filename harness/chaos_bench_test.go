@@ -36,14 +36,15 @@ func benchHarnessBin(b *testing.B) (*harness.Harness, string, func()) {
 	}
 }
 
-// benchBinary builds the overnight binary into a temporary dir; done
+// benchBinary builds the sandbox binary (overnight-sandbox, what the CLI
+// injects) into a temporary dir; done
 // removes its sandbox image and the dir.
 func benchBinary(b *testing.B) (bin, dir string, done func()) {
 	b.Helper()
 	ctx := context.Background()
 	dir = b.TempDir()
-	bin = filepath.Join(dir, "overnight")
-	if err := harnesstest.Build(ctx, "./cmd/overnight", bin, fmt.Sprintf("bench-%d", time.Now().UnixNano())); err != nil {
+	bin = filepath.Join(dir, "overnight-sandbox")
+	if err := harnesstest.Build(ctx, "./cmd/overnight-sandbox", bin, fmt.Sprintf("bench-%d", time.Now().UnixNano())); err != nil {
 		b.Fatal(err)
 	}
 	return bin, dir, func() {

@@ -27,28 +27,30 @@ import (
 // These specs drive whole runs against the real Docker engine: real
 // containers, real SIGKILLs, the real gateway over the bind-mounted socket.
 var (
-	initBinary string
-	testBinary string // sandbox/internal/testinit, for agents that misbehave on purpose
-	dockerCli  *client.Client
+	initBinary      string // overnight-sandbox, the sandboxes' PID 1 (what the CLI injects)
+	overnightBinary string // the full overnight CLI, for `overnight world serve` and CLI commands
+	testBinary      string // sandbox/internal/testinit, for agents that misbehave on purpose
+	dockerCli       *client.Client
 )
 
 var _ = SynchronizedBeforeSuite(func(ctx SpecContext) []byte {
 	dir, err := os.MkdirTemp("", "ovn-e2e-bin-")
 	Expect(err).NotTo(HaveOccurred())
 	nonce := fmt.Sprintf("harness-%d", time.Now().UnixNano())
-	bin := filepath.Join(dir, "overnight")
 	built := false
 	defer func() {
 		if !built {
 			_ = os.RemoveAll(dir)
 		}
 	}()
-	Expect(harnesstest.Build(ctx, "./cmd/overnight", bin, nonce)).To(Succeed())
+	Expect(harnesstest.Build(ctx, "./cmd/overnight-sandbox", filepath.Join(dir, "overnight-sandbox"), nonce)).To(Succeed())
+	Expect(harnesstest.Build(ctx, "./cmd/overnight", filepath.Join(dir, "overnight"), nonce)).To(Succeed())
 	Expect(harnesstest.Build(ctx, "./sandbox/internal/testinit", filepath.Join(dir, "testinit"), "")).To(Succeed())
 	built = true
 	return []byte(dir)
 }, func(ctx SpecContext, dir []byte) {
-	initBinary = filepath.Join(string(dir), "overnight")
+	initBinary = filepath.Join(string(dir), "overnight-sandbox")
+	overnightBinary = filepath.Join(string(dir), "overnight")
 	testBinary = filepath.Join(string(dir), "testinit")
 	var err error
 	dockerCli, err = docker.Connect(ctx)

@@ -30,8 +30,8 @@ func BenchmarkLoadgenFloor(b *testing.B) {
 	const requests = 10000
 	ctx := context.Background()
 	dir := b.TempDir()
-	bin := filepath.Join(dir, "overnight")
-	if err := harnesstest.Build(ctx, "./cmd/overnight", bin, fmt.Sprintf("floor-%d", time.Now().UnixNano())); err != nil {
+	bin := filepath.Join(dir, "overnight-sandbox")
+	if err := harnesstest.Build(ctx, "./cmd/overnight-sandbox", bin, fmt.Sprintf("floor-%d", time.Now().UnixNano())); err != nil {
 		b.Fatal(err)
 	}
 	api, err := docker.Connect(ctx)

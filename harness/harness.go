@@ -86,12 +86,21 @@ type (
 type Options struct {
 	// StateDir holds the journal. Default DefaultStateDir (./.overnight).
 	StateDir string
-	// InitBinary is the static (CGO_ENABLED=0) linux overnight binary
-	// injected into every sandbox as PID 1; built-in agents run from it
-	// too. Default: the running executable, which is right for the
-	// overnight CLI; a Go program or test that uses this package builds
-	// one with BuildInitBinary.
+	// InitBinary is the static (CGO_ENABLED=0) linux binary injected into
+	// every sandbox as PID 1; built-in agents run from it too. It is the
+	// slim overnight-sandbox (cmd/overnight-sandbox) or the full overnight
+	// CLI: both serve the sandbox side the same way, the slim one starts
+	// in a third of the time. Default: the overnight-sandbox beside the
+	// running executable when it was built with it (BuildID), else the
+	// running executable itself — right for the overnight CLI; a Go
+	// program or test that uses this package builds one with
+	// BuildInitBinary.
 	InitBinary string
+	// BuildID is the id linked into the running executable and the
+	// overnight-sandbox built with it (the Makefile's -X main.buildID),
+	// which InitBinary's default asks the sibling for. Default "": no
+	// sibling is trusted, the running executable is injected.
+	BuildID string
 	// Sandbox is the sandbox backend runs start their sandboxes on, opened
 	// for the state dir on first use (commands that start no sandbox never
 	// open it). Default: Docker (sandbox/docker's Type: the engine the
@@ -312,7 +321,8 @@ func (h *Harness) isLive(runID string) bool {
 	return h.live[runID]
 }
 
-// initBinary is the overnight binary injected into sandboxes.
+// initBinary is the binary injected into sandboxes: Options.InitBinary,
+// else the running executable's build-mate (see InitBinaryBeside).
 func (h *Harness) initBinary() (string, error) {
 	if h.opts.InitBinary != "" {
 		return h.opts.InitBinary, nil
@@ -321,5 +331,7 @@ func (h *Harness) initBinary() (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("find the overnight binary to inject as the sandbox init: %w", err)
 	}
-	return exe, nil
+	bin, why := InitBinaryBeside(exe, h.opts.BuildID)
+	h.log.Debug("sandbox init binary", "path", bin, "why", why)
+	return bin, nil
 }

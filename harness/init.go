@@ -8,19 +8,28 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
+	"sync"
 	"time"
 )
 
-// InitPackage is the package of the overnight binary: the sandbox's PID 1,
-// whose subcommands are the built-in agents.
-const InitPackage = "github.com/overnight-dev/overnight/cmd/overnight"
+// InitPackage is the package of the slim sandbox binary, overnight-sandbox:
+// the sandbox's PID 1, whose `agent NAME` subcommands are the built-in
+// agents. The full overnight CLI (cmd/overnight) serves the same
+// subcommands and may be injected instead.
+const InitPackage = "github.com/overnight-dev/overnight/cmd/overnight-sandbox"
 
-// BuildInitBinary builds the static linux/amd64 overnight binary that
-// every sandbox runs as PID 1 (Options.InitBinary) at out, with the Go
-// toolchain, from the overnight module this program was built against.
-// The overnight CLI needs none (it injects its own executable); a Go
-// program or test that drives runs through this package calls this once.
-// ldflags are passed to the linker (e.g. "-X main.version=1.2").
+// SandboxBinaryName is the slim sandbox binary's file name, looked for
+// beside the overnight CLI (`make build` puts both in bin/).
+const SandboxBinaryName = "overnight-sandbox"
+
+// BuildInitBinary builds the static linux/amd64 sandbox binary
+// (overnight-sandbox, InitPackage) that every sandbox runs as PID 1
+// (Options.InitBinary) at out, with the Go toolchain, from the overnight
+// module this program was built against. The overnight CLI needs none (it
+// injects the overnight-sandbox built beside it, else its own executable);
+// a Go program or test that drives runs through this package calls this
+// once. ldflags are passed to the linker (e.g. "-X main.version=1.2").
 func BuildInitBinary(ctx context.Context, out string, ldflags ...string) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
@@ -44,6 +53,47 @@ func BuildInitBinary(ctx context.Context, out string, ldflags ...string) error {
 		return fmt.Errorf("build the init binary (go build %s): %w\n%s", InitPackage, err, bytes.TrimSpace(b))
 	}
 	return nil
+}
+
+// InitBinaryBeside chooses the binary to inject for the executable exe
+// whose build id is buildID: the overnight-sandbox beside exe when it
+// answers `--build-id` with the same non-empty id (the two were built
+// together), else exe itself. why says which and why, for a debug line.
+// A stale sibling — built from other sources, or by hand without an id —
+// is never injected: the agents it serves could differ from the ones this
+// harness validates scenarios against. The sibling is asked once per
+// process and answer.
+func InitBinaryBeside(exe, buildID string) (bin, why string) {
+	sibling := filepath.Join(filepath.Dir(exe), SandboxBinaryName)
+	if _, err := os.Stat(sibling); err != nil {
+		return exe, "no " + SandboxBinaryName + " beside " + exe + ": injecting the executable itself"
+	}
+	if buildID == "" {
+		return exe, "this executable has no build id (built without make), so " + sibling + " cannot be shown to be its build-mate: injecting the executable itself"
+	}
+	got, err := siblingBuildID(sibling)
+	switch {
+	case err != nil:
+		return exe, fmt.Sprintf("%s --build-id failed (%v): injecting the executable itself", sibling, err)
+	case got != buildID:
+		return exe, fmt.Sprintf("%s has build id %q, this executable %q (a stale sibling): injecting the executable itself", sibling, got, buildID)
+	}
+	return sibling, sibling + " was built with this executable (build id " + buildID + ")"
+}
+
+// siblingIDs caches each sibling's answer for the process's life.
+var siblingIDs sync.Map // path → func() (string, error)
+
+// siblingBuildID asks the binary at path for its build id, once per
+// process.
+func siblingBuildID(path string) (string, error) {
+	f, _ := siblingIDs.LoadOrStore(path, sync.OnceValues(func() (string, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		out, err := exec.CommandContext(ctx, path, "--build-id").Output()
+		return strings.TrimSpace(string(out)), err
+	}))
+	return f.(func() (string, error))()
 }
 
 // moduleDir is the root of this module's source, when it is on disk.

@@ -167,7 +167,7 @@ var _ = Describe("Image MCP servers: an MCP server the harness runs per run as a
 	It("refuses a container that answers HTTP but not MCP before the run exists, with the end of its output, and removes it", func(ctx SpecContext) {
 		notMCP := tag + "-world"
 		DeferCleanup(func(ctx SpecContext) { Expect(harnesstest.RemoveImage(ctx, dockerCli, notMCP)).To(Succeed()) })
-		Expect(harnesstest.WorldImage(ctx, dockerCli, initBinary, notMCP, "cloud", 8080)).To(Succeed())
+		Expect(harnesstest.WorldImage(ctx, dockerCli, overnightBinary, notMCP, "cloud", 8080)).To(Succeed())
 		h := newHarness(ctx, nil)
 		_, err := h.Run(ctx, harness.RunRequest{Scenario: imageMCPScenario(notMCP)})
 		Expect(err).To(MatchError(mcpworld.ErrServer))

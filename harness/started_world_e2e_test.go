@@ -38,7 +38,7 @@ func deployOn(world string) *scenarios.Scenario {
 // commandWorld is the cloud world served by `overnight world serve` as a
 // command world, its state in $OVERNIGHT_WORLD_DATA.
 func commandWorld() string {
-	return fmt.Sprintf("{name: cloud, command: [%s, world, serve, cloud, --data, $OVERNIGHT_WORLD_DATA]}", initBinary)
+	return fmt.Sprintf("{name: cloud, command: [%s, world, serve, cloud, --data, $OVERNIGHT_WORLD_DATA]}", overnightBinary)
 }
 
 // worldLog is run runID's world's log in state.
@@ -68,7 +68,7 @@ var _ = Describe("Image worlds: a world the harness starts per run from an image
 	BeforeAll(func(ctx SpecContext) {
 		tag = fmt.Sprintf("overnight-test/cloud-world:%d", GinkgoParallelProcess()*1_000_000_000+int(time.Now().UnixNano()%1_000_000_000))
 		DeferCleanup(func(ctx SpecContext) { Expect(harnesstest.RemoveImage(ctx, dockerCli, tag)).To(Succeed()) })
-		Expect(harnesstest.WorldImage(ctx, dockerCli, initBinary, tag, "cloud", 8080)).To(Succeed())
+		Expect(harnesstest.WorldImage(ctx, dockerCli, overnightBinary, tag, "cloud", 8080)).To(Succeed())
 	}, NodeTimeout(2*time.Minute))
 
 	It("runs deploy through a kill to the verdict and history digest of the in-process world, keeps the world's data and log, and leaves no container", func(ctx SpecContext) {
@@ -125,7 +125,7 @@ var _ = Describe("Image worlds: a world the harness starts per run from an image
 	It("refuses a world whose container exits before it answers describe, with the end of its log, before any run is recorded", func(ctx SpecContext) {
 		broken := tag + "-broken"
 		DeferCleanup(func(ctx SpecContext) { Expect(harnesstest.RemoveImage(ctx, dockerCli, broken)).To(Succeed()) })
-		Expect(harnesstest.WorldImage(ctx, dockerCli, initBinary, broken, "nosuch", 8080)).To(Succeed())
+		Expect(harnesstest.WorldImage(ctx, dockerCli, overnightBinary, broken, "nosuch", 8080)).To(Succeed())
 		h := newHarness(ctx, nil)
 		_, err := h.Run(ctx, harness.RunRequest{Scenario: deployOn("{name: cloud, image: " + broken + "}")})
 		Expect(err).To(MatchError(harness.ErrWorldUnreachable))

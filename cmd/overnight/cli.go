@@ -21,13 +21,12 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/overnight-dev/overnight/chaos"
+	"github.com/overnight-dev/overnight/cmd/internal/sandboxcmd"
 	"github.com/overnight-dev/overnight/harness"
 	"github.com/overnight-dev/overnight/harness/history"
 	"github.com/overnight-dev/overnight/harness/journal"
 	"github.com/overnight-dev/overnight/reflect"
 	"github.com/overnight-dev/overnight/sandbox"
-	"github.com/overnight-dev/overnight/sandbox/initproc"
-	"github.com/overnight-dev/overnight/sandbox/sandboxtest/probe"
 	"github.com/overnight-dev/overnight/scenarios"
 	"github.com/overnight-dev/overnight/scenarios/agents"
 	"github.com/overnight-dev/overnight/scenarios/builtin"
@@ -109,7 +108,7 @@ func (g *globals) openWith(ctx context.Context, opts harness.Options, progress b
 	if err != nil {
 		return nil, err
 	}
-	opts.StateDir, opts.InitBinary, opts.Logger, opts.Sandbox = g.state, g.initBinary, g.logger(), t
+	opts.StateDir, opts.InitBinary, opts.BuildID, opts.Logger, opts.Sandbox = g.state, g.initBinary, buildID, g.logger(), t
 	opts.TracerProvider = g.tracing.provider()
 	opts.BuiltinAgents = agents.Names()
 	ext, err := reflect.New(reflect.Options{Logger: opts.Logger})
@@ -143,34 +142,11 @@ func execute(args []string) int {
 }
 
 func executeWith(args []string, stdout, stderr io.Writer) int {
-	// The sandbox side of the binary: PID 1 and the built-in agents. They
-	// bypass cobra so that their argv reaches them untouched.
-	if len(args) > 0 && args[0] == "init" {
-		rest := args[1:]
-		if len(rest) > 0 && rest[0] == "--" {
-			rest = rest[1:]
-		}
-		return initproc.Main(rest)
-	}
-	if len(args) > 0 && args[0] == "pause" {
-		return initproc.Pause() // PID 1 of a network-namespace holder
-	}
-	if len(args) > 0 && args[0] == "probe" {
-		return probe.Main(args[1:]) // what the sandbox conformance kit runs inside a sandbox
-	}
-	if len(args) > 0 && args[0] == "agent" {
-		if len(args) < 2 {
-			fmt.Fprintf(stderr, "overnight agent: name a built-in agent (%s)\n", strings.Join(agents.Names(), ", "))
-			return exitError
-		}
-		main, ok := agents.Lookup(args[1])
-		if !ok {
-			fmt.Fprintf(stderr, "overnight agent: no built-in agent %q (built-in agents: %s)\n", args[1], strings.Join(agents.Names(), ", "))
-			return exitError
-		}
-		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-		defer stop()
-		return main(ctx, args[2:], stdout, stderr)
+	// The sandbox side of the binary: PID 1 and the built-in agents, as
+	// in overnight-sandbox. They bypass cobra so that their argv reaches
+	// them untouched.
+	if code, ok := sandboxcmd.Run(args, stdout, stderr); ok {
+		return code
 	}
 
 	g := &globals{stdout: stdout, stderr: stderr}
@@ -189,7 +165,7 @@ Exit codes: 0 pass, 1 fail, 2 unknown, 3 error.`,
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.PersistentFlags().StringVar(&g.state, "state", envOr("OVERNIGHT_STATE", harness.DefaultStateDir), "state dir holding the journal ($OVERNIGHT_STATE)")
-	root.PersistentFlags().StringVar(&g.initBinary, "init-binary", os.Getenv("OVERNIGHT_INIT_BINARY"), "static overnight binary to inject into sandboxes (default: this executable; $OVERNIGHT_INIT_BINARY)")
+	root.PersistentFlags().StringVar(&g.initBinary, "init-binary", os.Getenv("OVERNIGHT_INIT_BINARY"), "static binary to inject into sandboxes as PID 1: overnight-sandbox or overnight (default: the overnight-sandbox built beside this executable, else this executable; $OVERNIGHT_INIT_BINARY)")
 	root.PersistentFlags().StringVar(&g.backend, "backend", envOr("OVERNIGHT_BACKEND", "docker"), "sandbox backend the agents run on (overnight backends lists them; $OVERNIGHT_BACKEND)")
 	root.PersistentFlags().BoolVarP(&g.verbose, "verbose", "v", false, "log diagnostics to stderr")
 	root.PersistentFlags().BoolVarP(&g.quiet, "quiet", "q", false, "no progress lines on stderr (attempts, faults)")

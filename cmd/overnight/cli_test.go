@@ -30,25 +30,28 @@ import (
 // These specs run the real overnight binary as a child process: exit
 // codes, JSON on stdout, a harness that SIGKILLs itself, and resume.
 var (
-	bin       string
-	dockerCli *client.Client
+	bin        string // the overnight CLI
+	sandboxBin string // the overnight-sandbox built with it, which it injects
+	dockerCli  *client.Client
 )
 
 var _ = BeforeSuite(func(ctx SpecContext) {
 	dir, err := os.MkdirTemp("", "ovn-cli-bin-")
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(func(ctx SpecContext) {
-		// The sandbox image this suite's own binary made goes with it.
+		// The sandbox images this suite's own binaries made go with them.
 		if dockerCli != nil {
 			eng := docker.New(dockerCli, docker.Options{})
-			if ref, err := eng.ImageRef(ctx, docker.ImageSpec{InitBinary: bin}); err == nil {
-				Expect(eng.RemoveImage(ctx, ref)).To(Succeed())
+			for _, init := range []string{sandboxBin, bin} {
+				if ref, err := eng.ImageRef(ctx, docker.ImageSpec{InitBinary: init}); err == nil {
+					Expect(eng.RemoveImage(ctx, ref)).To(Succeed())
+				}
 			}
 		}
 		Expect(os.RemoveAll(dir)).To(Succeed())
 	})
-	bin = filepath.Join(dir, "overnight")
-	Expect(harnesstest.Build(ctx, "./cmd/overnight", bin, fmt.Sprintf("cli-%d", time.Now().UnixNano()))).To(Succeed())
+	bin, sandboxBin, err = harnesstest.BuildCLI(ctx, dir, fmt.Sprintf("cli-%d", time.Now().UnixNano()))
+	Expect(err).NotTo(HaveOccurred())
 	dockerCli, err = docker.Connect(ctx)
 	Expect(err).NotTo(HaveOccurred())
 }, NodeTimeout(6*time.Minute))
@@ -65,6 +68,13 @@ func overnight(ctx context.Context, state string, env []string, args ...string) 
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, append([]string{"--state", state}, args...)...)
 	cmd.Env = append(os.Environ(), env...)
+	return runProcess(cmd)
+}
+
+// runProcess runs cmd and returns its exit code (128+N for a signal) and
+// output.
+func runProcess(cmd *exec.Cmd) outcome {
+	GinkgoHelper()
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
@@ -561,7 +571,7 @@ var _ = Describe("a damaged state dir", func() {
 var _ = Describe("overnight gc", func() {
 	It("removes this state dir's leftovers of dead runs and nothing of other state dirs", func(ctx SpecContext) {
 		mine, other := stateDir(), stateDir()
-		img, err := docker.New(dockerCli, docker.Options{}).EnsureImage(ctx, docker.ImageSpec{InitBinary: bin})
+		img, err := docker.New(dockerCli, docker.Options{}).EnsureImage(ctx, docker.ImageSpec{InitBinary: sandboxBin})
 		Expect(err).NotTo(HaveOccurred())
 		var ids []string
 		for _, st := range []string{mine, other} {

@@ -16,6 +16,11 @@ import (
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "dev"
 
+// buildID is set by the Makefile (-X main.buildID=...) to the same value
+// in this binary and the overnight-sandbox built beside it, which is then
+// the binary injected into sandboxes (harness.InitBinaryBeside).
+var buildID string
+
 // buildNonce is set by test suites (-X main.buildNonce=...) so that each
 // builds a binary, and so a sandbox image, of its own.
 var buildNonce string

@@ -36,7 +36,7 @@ var _ = Describe("torture with standbys up: harnesses SIGKILLed at random", func
 		// A standby is told by its image (this test binary's, made for
 		// this process alone), not its labels: a standby that lost them
 		// still counts, and is still looked for after gc below.
-		ref, err := docker.New(dockerCli, docker.Options{}).ImageRef(ctx, docker.ImageSpec{InitBinary: bin})
+		ref, err := docker.New(dockerCli, docker.Options{}).ImageRef(ctx, docker.ImageSpec{InitBinary: sandboxBin})
 		Expect(err).NotTo(HaveOccurred())
 		ours := filters.NewArgs(filters.Arg("ancestor", ref))
 		killedWithStandby := 0

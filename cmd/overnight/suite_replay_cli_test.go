@@ -22,7 +22,7 @@ var _ = Describe("overnight suite --http-replay", func() {
 		Expect(harnesstest.Build(ctx, "./examples/etcd/agent", agent, fmt.Sprintf("suite-replay-%d", time.Now().UnixNano()))).To(Succeed())
 		DeferCleanup(func(ctx SpecContext) {
 			eng := docker.New(dockerCli, docker.Options{})
-			if ref, err := eng.ImageRef(ctx, docker.ImageSpec{InitBinary: bin, AgentBinary: agent}); err == nil {
+			if ref, err := eng.ImageRef(ctx, docker.ImageSpec{InitBinary: sandboxBin, AgentBinary: agent}); err == nil {
 				Expect(eng.RemoveImage(ctx, ref)).To(Succeed())
 			}
 		})

@@ -139,7 +139,7 @@ var _ = Describe("the agent of docs/writing-an-agent.md, built as the page says"
 		// The sandbox image made around the agent goes with the spec.
 		DeferCleanup(func(ctx SpecContext) {
 			eng := docker.New(dockerCli, docker.Options{})
-			ref, err := eng.ImageRef(ctx, docker.ImageSpec{InitBinary: bin, AgentBinary: agentBin})
+			ref, err := eng.ImageRef(ctx, docker.ImageSpec{InitBinary: sandboxBin, AgentBinary: agentBin})
 			Expect(err).NotTo(HaveOccurred())
 			Expect(eng.RemoveImage(ctx, ref)).To(Succeed())
 		})

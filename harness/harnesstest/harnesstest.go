@@ -36,11 +36,42 @@ func ModuleRoot() string {
 // main.buildNonce, so a suite gets a binary — and a sandbox image — of its
 // own that no concurrently running suite shares or removes.
 func Build(ctx context.Context, pkg, out, nonce string) error {
+	return goBuild(ctx, pkg, out, nonce, "")
+}
+
+// BuildCLI builds what `make build` does into dir — the overnight CLI and
+// the overnight-sandbox built with it, one build id linked into both, so
+// the CLI injects that sibling — with nonce as Build's. It returns the
+// paths of both.
+func BuildCLI(ctx context.Context, dir, nonce string) (cli, sandboxBin string, err error) {
+	cli, sandboxBin = filepath.Join(dir, "overnight"), filepath.Join(dir, "overnight-sandbox")
+	id := "test-" + nonce
+	if err := goBuild(ctx, "./cmd/overnight", cli, nonce, id); err != nil {
+		return "", "", err
+	}
+	return cli, sandboxBin, goBuild(ctx, "./cmd/overnight-sandbox", sandboxBin, nonce, id)
+}
+
+// BuildSandboxAs builds the overnight-sandbox at out with the build id
+// buildID (the Makefile's -X main.buildID), as a sibling that was or was
+// not built with a CLI.
+func BuildSandboxAs(ctx context.Context, out, nonce, buildID string) error {
+	return goBuild(ctx, "./cmd/overnight-sandbox", out, nonce, buildID)
+}
+
+func goBuild(ctx context.Context, pkg, out, nonce, buildID string) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 	args := []string{"build", "-trimpath", "-o", out}
+	var x []string
 	if nonce != "" {
-		args = append(args, "-ldflags", "-X main.buildNonce="+nonce)
+		x = append(x, "-X main.buildNonce="+nonce)
+	}
+	if buildID != "" {
+		x = append(x, "-X main.buildID="+buildID)
+	}
+	if len(x) > 0 {
+		args = append(args, "-ldflags", strings.Join(x, " "))
 	}
 	cmd := exec.CommandContext(ctx, "go", append(args, pkg)...)
 	cmd.Dir = ModuleRoot()

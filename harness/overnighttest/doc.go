@@ -17,10 +17,11 @@
 // command that reproduces the run on its own: `overnight run SCENARIO
 // --seed N ...`, as harness/suite builds it for `overnight suite`.
 //
-// A sandbox runs the static overnight binary as its PID 1; under go test
-// the running executable is the test binary, which cannot serve. A suite
-// therefore calls BuildInitBinary once (in BeforeSuite, or TestMain), or
-// sets OVERNIGHT_INIT_BINARY to an overnight binary built beforehand.
+// A sandbox runs a static overnight binary as its PID 1 (overnight-sandbox,
+// or the full overnight); under go test the running executable is the test
+// binary, which cannot serve. A suite therefore calls BuildInitBinary once
+// (in BeforeSuite, or TestMain), or sets OVERNIGHT_INIT_BINARY to one built
+// beforehand.
 //
 // A harness-crash fault would end the test process itself (the harness is
 // in it): Run and RunTrials refuse it (ErrHarnessCrash). A harness crash is

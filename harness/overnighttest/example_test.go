@@ -102,8 +102,8 @@ func ExampleHavePassK() {
 }
 
 // Run the built-in deploy scenario with its agent SIGKILLed once step 3 is
-// durable. It needs a Docker engine, and an overnight binary for the
-// sandboxes: in a suite, BuildInitBinary(ctx, GinkgoT()) in BeforeSuite.
+// durable. It needs a Docker engine, and an overnight-sandbox binary for
+// the sandboxes (make build's bin/overnight-sandbox): in a suite, BuildInitBinary(ctx, GinkgoT()) in BeforeSuite.
 // In a Ginkgo spec the checks read
 //
 //	Expect(res).To(overnighttest.SurviveFaults())
@@ -111,7 +111,7 @@ func ExampleHavePassK() {
 func ExampleRun() {
 	ctx := context.Background()
 	res, err := overnighttest.Run(ctx, "deploy", overnighttest.Seed(1), overnighttest.Faults("kill@step:3"),
-		overnighttest.InitBinary("bin/overnight"))
+		overnighttest.InitBinary("bin/overnight-sandbox"))
 	if err != nil {
 		fmt.Println(err)
 		return

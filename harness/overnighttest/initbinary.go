@@ -39,8 +39,8 @@ var built struct {
 	path string
 }
 
-// BuildInitBinary builds the static overnight binary the sandboxes run as
-// PID 1 into tb.TempDir() (with the Go toolchain, from the overnight
+// BuildInitBinary builds the static sandbox binary the sandboxes run as
+// PID 1 (overnight-sandbox, harness.BuildInitBinary's) into tb.TempDir() (with the Go toolchain, from the overnight
 // module this test is built against), makes it the default of Run and
 // RunTrials in this process, and returns its path. When tb's cleanup runs
 // — after the suite, called in Ginkgo's BeforeSuite — the sandbox image
@@ -55,7 +55,7 @@ func BuildInitBinary(ctx context.Context, tb TB) string {
 	if p := os.Getenv(EnvInitBinary); p != "" {
 		return p
 	}
-	bin := filepath.Join(tb.TempDir(), "overnight")
+	bin := filepath.Join(tb.TempDir(), harness.SandboxBinaryName)
 	nonce := fmt.Sprintf("overnighttest-%d-%d", os.Getpid(), time.Now().UnixNano())
 	if err := harness.BuildInitBinary(ctx, bin, "-X main.buildNonce="+nonce); err != nil {
 		tb.Fatalf("overnighttest: %v", err)

@@ -64,11 +64,14 @@ var _ = Describe("Run and RunTrials", func() {
 	// These specs drive real runs against the Docker engine.
 	Describe("against the Docker engine", Ordered, func() {
 		var (
-			bin       string
+			bin       string // the sandboxes' overnight-sandbox
+			cli       string // the overnight CLI, which injects bin here
 			dockerCli *client.Client
 		)
 		BeforeAll(func(ctx SpecContext) {
 			bin = overnighttest.BuildInitBinary(ctx, GinkgoT())
+			cli = filepath.Join(GinkgoT().TempDir(), "overnight")
+			Expect(harnesstest.Build(ctx, "./cmd/overnight", cli, "")).To(Succeed())
 			var err error
 			dockerCli, err = docker.Connect(ctx)
 			Expect(err).NotTo(HaveOccurred())
@@ -97,7 +100,7 @@ var _ = Describe("Run and RunTrials", func() {
 			Expect(res.Reproduce).To(Equal("overnight --state " + dir + " run deploy --seed 2 --fault kill@step:3 --lessons none"))
 
 			// The state dir is released and kept: the CLI lists the run.
-			out, err := exec.CommandContext(ctx, bin, "--state", dir, "runs", "--output", "json").Output()
+			out, err := exec.CommandContext(ctx, cli, "--state", dir, "runs", "--output", "json").Output()
 			Expect(err).NotTo(HaveOccurred())
 			Expect(string(out)).To(ContainSubstring(res.RunID))
 			noLeftovers(ctx, dir)
@@ -123,7 +126,7 @@ var _ = Describe("Run and RunTrials", func() {
 
 			// The overnight CLI, given the reproducing command, makes the same history.
 			state := GinkgoT().TempDir()
-			line := strings.Replace(res.Reproduce, "overnight ", bin+" --state "+state+" -q ", 1) + " --output json"
+			line := strings.Replace(res.Reproduce, "overnight ", cli+" --init-binary "+bin+" --state "+state+" -q ", 1) + " --output json"
 			out, err := exec.CommandContext(ctx, "sh", "-c", line).Output()
 			var exit *exec.ExitError
 			Expect(errors.As(err, &exit)).To(BeTrue(), "%s: %v", line, err)

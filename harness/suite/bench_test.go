@@ -51,8 +51,8 @@ func BenchmarkSuiteDeploy(b *testing.B) {
 	}
 	ctx := context.Background()
 	dir := b.TempDir()
-	bin := filepath.Join(dir, "overnight")
-	if err := harnesstest.Build(ctx, "./cmd/overnight", bin, fmt.Sprintf("suite-bench-%d", time.Now().UnixNano())); err != nil {
+	bin := filepath.Join(dir, "overnight-sandbox")
+	if err := harnesstest.Build(ctx, "./cmd/overnight-sandbox", bin, fmt.Sprintf("suite-bench-%d", time.Now().UnixNano())); err != nil {
 		b.Fatal(err)
 	}
 	api, err := docker.Connect(ctx)

@@ -16,17 +16,18 @@ import (
 	"github.com/overnight-dev/overnight/sandbox/sandboxtest"
 )
 
-// buildOvernight compiles the overnight binary (the kit's probes are its
-// hidden probe subcommand) into a temporary dir; its sandbox image goes
-// with the spec.
-func buildOvernight(ctx context.Context) string {
+// buildInit compiles the sandbox binary of pkg — overnight-sandbox, the
+// one the harness injects, or the full overnight CLI, which serves the
+// same sandbox side (the kit's probes are their hidden probe subcommand) —
+// into a temporary dir; its sandbox image goes with the spec.
+func buildInit(ctx context.Context, pkg string) string {
 	GinkgoHelper()
 	dir := GinkgoT().TempDir()
-	bin := filepath.Join(dir, "overnight")
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags", "-X main.buildNonce="+suiteID, "-o", bin, "../../cmd/overnight")
+	bin := filepath.Join(dir, filepath.Base(pkg))
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags", "-X main.buildNonce="+suiteID, "-o", bin, "../../cmd/"+pkg)
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64")
 	out, err := cmd.CombinedOutput()
-	Expect(err).NotTo(HaveOccurred(), "go build overnight: %s", out)
+	Expect(err).NotTo(HaveOccurred(), "go build %s: %s", pkg, out)
 	DeferCleanup(func(ctx SpecContext) {
 		eng := docker.New(cli, docker.Options{})
 		if ref, err := eng.ImageRef(ctx, docker.ImageSpec{InitBinary: bin}); err == nil {
@@ -71,21 +72,32 @@ func bareType(declared ...sandbox.Capability) sandbox.Type {
 }
 
 var _ = Describe("the sandbox conformance kit", Ordered, func() {
-	var bin string
-	BeforeAll(func(ctx SpecContext) { bin = buildOvernight(ctx) }, NodeTimeout(5*time.Minute))
+	bins := map[string]string{}
+	BeforeAll(func(ctx SpecContext) {
+		for _, pkg := range []string{"overnight-sandbox", "overnight"} {
+			bins[pkg] = buildInit(ctx, pkg)
+		}
+	}, NodeTimeout(5*time.Minute))
 
-	It("passes on the Docker backend, every rule and every capability", func(ctx SpecContext) {
-		results := sandboxtest.Check(ctx, sandboxtest.Config{Type: docker.Using(cli), InitBinary: bin})
+	// The slim binary the harness injects and the full CLI a user may
+	// inject instead (--init-binary) dispatch one sandbox side: every rule
+	// — init, exec, probe, a standby a cold start cannot be told from —
+	// holds under both.
+	DescribeTable("passes on the Docker backend, every rule and every capability", func(ctx SpecContext, pkg string) {
+		results := sandboxtest.Check(ctx, sandboxtest.Config{Type: docker.Using(cli), InitBinary: bins[pkg]})
 		Expect(results).To(HaveLen(len(sandboxtest.Rules())))
 		for _, r := range results {
 			GinkgoWriter.Println(r)
 			Expect(r.Skipped).To(BeFalse(), "Docker declares every capability: %s", r)
 		}
 		Expect(sandboxtest.Failed(results)).To(BeEmpty())
-	}, SpecTimeout(5*time.Minute))
+	},
+		Entry("with overnight-sandbox as init", SpecTimeout(5*time.Minute), "overnight-sandbox"),
+		Entry("with the full overnight as init", SpecTimeout(5*time.Minute), "overnight"),
+	)
 
 	It("fails a backend that declares a capability its sandboxes do not have, and skips what it does not declare", func(ctx SpecContext) {
-		results := sandboxtest.Check(ctx, sandboxtest.Config{Type: bareType(sandbox.CapFreeze), InitBinary: bin})
+		results := sandboxtest.Check(ctx, sandboxtest.Config{Type: bareType(sandbox.CapFreeze), InitBinary: bins["overnight-sandbox"]})
 		var lines []string
 		for _, r := range results {
 			lines = append(lines, r.String())
