@@ -15,8 +15,8 @@ import (
 // created and started, its init waiting for the handover. An Isolated
 // call given it (IsolatedRequest.Standby) becomes that run and takes the
 // sandbox over instead of starting one: a reflection reserves its
-// replays' and verification's runs as it opens, so that their containers
-// start while it captures the failure and diagnoses it.
+// replays' runs as it opens, so that their containers start while it
+// captures the failure, and its verification's while the replays run.
 //
 // An IsolatedStandby serves one Isolated call. Release gives it up: a
 // no-op once a run took it, else its sandbox, workspace and socket dir go.
@@ -47,7 +47,10 @@ func (s *IsolatedStandby) SocketDir() string { return s.dir }
 
 // StandbyIsolated reserves n isolated runs of run parent ahead, each with
 // its first attempt's sandbox started in the background (created and
-// started at once, n side by side). It returns at once. It returns none
+// started at once, n side by side). It returns at once; once ctx has
+// ended it refuses (ctx's error): a caller reserving in the context of
+// the parent's drive leaves nothing behind when the drive ends, since the
+// drive releases what is reserved for it then. It returns none
 // when the backend has no standbys (sandbox.Standbys) or Options.Standby
 // is StandbyOff: the isolated runs then start cold. The caller releases
 // every one it was given (Release), used or not.
@@ -97,6 +100,14 @@ func (h *Harness) StandbyIsolated(ctx context.Context, parent string, n int) ([]
 		}
 		s := &IsolatedStandby{h: h, id: id, parent: parent, dir: dir, cleanupDir: cleanup, planned: make(chan struct{}), released: make(chan struct{}), releaseBackend: b}
 		h.mu.Lock()
+		// Checked under the lock the parent's drive takes to release what
+		// is left (releaseStandbysOf, after its run's context ends): a
+		// reservation made in that context is either refused or seen
+		// there, never left behind.
+		if err := ctx.Err(); err != nil {
+			h.mu.Unlock()
+			return nil, errors.Join(fmt.Errorf("reserve isolated runs of %s: %w", parent, err), cleanup(), release())
+		}
 		h.reserved[id] = s
 		h.mu.Unlock()
 		out = append(out, s)

@@ -34,7 +34,8 @@ func (h *Harness) WarmReady() int {
 // with reflection does not warm its isolated runs': measured on
 // deploy-v2, five holders started beside the run's first attempt were not
 // ready when it failed a second later, and slowed the replays' own starts —
-// the engine's CPU is what both wait for.)
+// the engine's CPU is what both wait for. Its reflection loop reserves the
+// isolated runs' whole sandboxes instead, StandbyIsolated.)
 func (h *Harness) warmFor(ctx context.Context, r *run) {
 	if slices.ContainsFunc(r.faults.faults, func(f *faultState) bool { return f.kind.Group == "process" && !f.kind.EndsHarness }) {
 		h.WarmSandboxes(ctx, 1)

@@ -84,7 +84,11 @@ func p50(xs []time.Duration) time.Duration {
 //
 // Both start the run's next attempt's sandbox ahead (a standby: the
 // run has reflection, harness.StandbyAuto), and the sandboxes of the
-// reflection's isolated runs as it opens (harness.StandbyIsolated).
+// reflection's isolated runs (harness.StandbyIsolated) as the run begins
+// (it has a fault schedule). "cold-at-failure" reserves those as the
+// reflection opens instead (reflect.Options.IsolatedAtFailure): the
+// replays' and the counterfactual's at once, the verification's once
+// those have started.
 // "cold-no-isolated-standby" is "cold" with the isolated runs started cold
 // (reflect.Options.ColdIsolated: the run's standby alone), and
 // "cold-no-standby" without any standby (harness.StandbyOff), for the
@@ -98,7 +102,10 @@ func BenchmarkFailureToDecision(b *testing.B) {
 	opts := reflect.Options{Lessons: reflect.LessonsNone}
 	coldIsolated := opts
 	coldIsolated.ColdIsolated = true
+	atFailure := opts
+	atFailure.IsolatedAtFailure = true
 	b.Run("cold", func(b *testing.B) { failureToDecision(b, 0, harness.StandbyAuto, opts) })
+	b.Run("cold-at-failure", func(b *testing.B) { failureToDecision(b, 0, harness.StandbyAuto, atFailure) })
 	b.Run("cold-no-isolated-standby", func(b *testing.B) { failureToDecision(b, 0, harness.StandbyAuto, coldIsolated) })
 	b.Run("cold-no-standby", func(b *testing.B) { failureToDecision(b, 0, harness.StandbyOff, opts) })
 	b.Run("warm", func(b *testing.B) { failureToDecision(b, 5, harness.StandbyAuto, opts) })
@@ -106,11 +113,12 @@ func BenchmarkFailureToDecision(b *testing.B) {
 }
 
 // isolatedStartsFloor is the floor under "cold": the engine starting the
-// sandboxes of a reflection's isolated runs — one alone, and five at once
-// as a reflection's standbys start (three replays, the counterfactual, the
-// verification) — from the reservation to every start returned, with
-// nothing else at work in the harness. The agent's own start in the
-// sandbox (init woken, first request) is not in it.
+// sandboxes of a reflection's isolated runs — one alone (the
+// verification's), four at once (three replays and the counterfactual, as
+// a reflection's standbys start) and five at once (all of them together) —
+// from the reservation to every start returned, with nothing else at work
+// in the harness. The agent's own start in the sandbox (init woken, first
+// request) is not in it.
 func isolatedStartsFloor(b *testing.B) {
 	h := benchHarness(b)
 	ctx := context.Background()
@@ -126,7 +134,7 @@ func isolatedStartsFloor(b *testing.B) {
 	starts := map[int][]time.Duration{}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		for _, n := range []int{1, 5} {
+		for _, n := range []int{1, 4, 5} {
 			t0 := time.Now()
 			sbs, err := h.StandbyIsolated(ctx, parent.RunID, n)
 			if err != nil || len(sbs) != n {
@@ -149,6 +157,7 @@ func isolatedStartsFloor(b *testing.B) {
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(p50(starts[1]).Milliseconds()), "one-start-p50-ms")
+	b.ReportMetric(float64(p50(starts[4]).Milliseconds()), "four-starts-p50-ms")
 	b.ReportMetric(float64(p50(starts[5]).Milliseconds()), "five-starts-p50-ms")
 }
 
@@ -160,7 +169,7 @@ func failureToDecision(b *testing.B, warm int, policy harness.StandbyPolicy, opt
 	if err != nil {
 		b.Fatal(err)
 	}
-	var decisions, waits []time.Duration
+	var decisions, waits, walls []time.Duration
 	start := func(id string) time.Duration {
 		atts, err := h.History().Attempts(id)
 		if err != nil || len(atts) == 0 {
@@ -196,6 +205,7 @@ func failureToDecision(b *testing.B, warm int, policy harness.StandbyPolicy, opt
 		}
 		r := refls[0]
 		decisions = append(decisions, r.DecidedAt.Sub(r.OpenedAt))
+		walls = append(walls, time.Duration(res.WallMS)*time.Millisecond)
 		// On the way to the decision: the slowest container start of the
 		// replays and the counterfactual (side by side), then the
 		// verification's.
@@ -212,7 +222,8 @@ func failureToDecision(b *testing.B, warm int, policy harness.StandbyPolicy, opt
 				b.Logf("%s standby=%v begin=%v resumed=%v ended=%v", id, a.Standby, a.StartedAt.Sub(r.OpenedAt).Milliseconds(),
 					a.FirstResumedAt.Sub(r.OpenedAt).Milliseconds(), a.EndedAt.Sub(r.OpenedAt).Milliseconds())
 			}
-			b.Logf("decided=%v", r.DecidedAt.Sub(r.OpenedAt).Milliseconds())
+			rec, _ := h.History().Run(res.RunID)
+			b.Logf("decided=%v opened=%v after the run began, run=%vms", r.DecidedAt.Sub(r.OpenedAt).Milliseconds(), r.OpenedAt.Sub(rec.StartedAt).Milliseconds(), res.WallMS)
 		}
 	}
 	b.StopTimer()
@@ -220,6 +231,9 @@ func failureToDecision(b *testing.B, warm int, policy harness.StandbyPolicy, opt
 	b.ReportMetric(float64(d.Milliseconds()), "decision-p50-ms")
 	b.ReportMetric(float64(w.Milliseconds()), "container-starts-p50-ms")
 	b.ReportMetric(float64(w)/float64(d), "start-share")
+	// The whole run, its start to its verdict: what starting sandboxes
+	// before the failure (reflect's reserveAhead) costs the run shows here.
+	b.ReportMetric(float64(p50(walls).Milliseconds()), "run-p50-ms")
 }
 
 // BenchmarkReplay measures how fast an isolated re-run replays a recorded

@@ -33,10 +33,17 @@ type Options struct {
 	// Logger receives diagnostics. Default: discard.
 	Logger *slog.Logger
 	// ColdIsolated starts every isolated run (replay, counterfactual,
-	// verification) cold. Default false: as a reflection opens, its
-	// isolated runs are reserved and their sandboxes started ahead
-	// (harness.StandbyIsolated), where the harness keeps standbys.
+	// verification) cold. Default false: a reflection's replays and
+	// counterfactual are reserved and their sandboxes started ahead
+	// (harness.StandbyIsolated), where the harness keeps standbys — as a
+	// run with a fault schedule begins, for its first reflection, else as
+	// the reflection opens —, the verification's once those have started.
 	ColdIsolated bool
+	// IsolatedAtFailure reserves them as a reflection opens only, never as
+	// a run begins: for a harness whose runs with faults seldom fail, where
+	// the sandboxes a run starts for its first reflection and never uses
+	// cost the engine's CPU. Default false.
+	IsolatedAtFailure bool
 }
 
 // Extension is the reflection loop and the gate as a harness.Extension.

@@ -53,6 +53,7 @@ type reflector struct {
 	memory  []history.LessonRecord
 	handed  map[int]map[string]bool // attempt -> the ids of the lessons it was handed
 	standby map[string]*standbys    // reflection -> the isolated runs it reserved, until its process takes them
+	ahead   *standbys               // reserved as the run began, for its first reflection (reserveAhead)
 }
 
 var (
@@ -85,6 +86,7 @@ func newReflector(ctx context.Context, x *Extension, h *harness.Harness, rec his
 			return nil, err
 		}
 	}
+	rf.reserveAhead()
 	for i := range rf.refls {
 		if !rf.refls[i].Decided() {
 			// The harness died while this one was deciding: it goes on
@@ -149,8 +151,9 @@ func (rf *reflector) Failed(ctx context.Context, f harness.Failure) {
 	r := history.ReflectionRecord{ID: fmt.Sprintf("r%d", n), N: n, Stage: history.StageCaptured, OpenedAt: time.Now().UTC(),
 		Trigger: history.Trigger{Kind: f.Kind, Attempt: f.Attempt, Step: f.Step, Detail: f.Detail, Effect: f.Effect, Invariant: f.Invariant, Virtual: f.Virtual}}
 	if n <= rf.scen.Reflect.Max && f.Kind != harness.FailureBudget {
-		// Its isolated runs' sandboxes start now, beside the capture.
-		rf.reserve(&r)
+		// Its isolated runs' sandboxes: those reserved as the run began,
+		// else started now, beside the capture.
+		rf.take(&r)
 	}
 	if err := rf.capture(&r); err != nil {
 		rf.log.Error("capture a failure", "err", err)

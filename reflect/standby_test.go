@@ -5,6 +5,9 @@ import (
 	"os"
 	"time"
 
+	"github.com/docker/docker/api/types/events"
+	"github.com/docker/docker/api/types/filters"
+
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
@@ -12,6 +15,7 @@ import (
 	"github.com/overnight-dev/overnight/harness/harnesstest"
 	"github.com/overnight-dev/overnight/harness/history"
 	"github.com/overnight-dev/overnight/reflect"
+	"github.com/overnight-dev/overnight/sandbox"
 	"github.com/overnight-dev/overnight/sandbox/docker"
 	"github.com/overnight-dev/overnight/scenarios/agents"
 )
@@ -57,32 +61,43 @@ func socketDirGone(h *harness.Harness, id string) bool {
 }
 
 var _ = Describe("standbys for a reflection's isolated runs", func() {
-	It("starts them as the reflection opens: every replay, the counterfactual and the verification take one over, and nothing is left", func(ctx SpecContext) {
+	It("starts them ahead, as a run with faults begins: every replay, the counterfactual and the verification take one over before the failure, and nothing is left", func(ctx SpecContext) {
 		h := openWith(ctx, reflect.Options{Lessons: reflect.LessonsNone}, harness.StandbyAuto)
-		res, err := h.Run(ctx, harness.RunRequest{Scenario: deployV2()})
+		engine := watchContainers(ctx, h.StateDir())
+		r := reflectsOnStandbys(ctx, h)
+		seen := engine()
+		// The run has a fault schedule: every isolated run's sandbox was
+		// created as it began, before its failure.
+		for _, id := range append([]string{r.Counterfactual.RunID, r.Verification.RunID}, replayIDs(r)...) {
+			Expect(seen[id]["create"]).NotTo(BeZero(), "isolated run %s's sandbox was created", id)
+			Expect(seen[id]["create"]).To(BeNumerically("<", r.OpenedAt.UnixNano()), "isolated run %s's sandbox was created before the failure", id)
+		}
+	}, SpecTimeout(4*time.Minute))
+
+	It("starts them as the reflection opens with IsolatedAtFailure: the verification's once the others have started", func(ctx SpecContext) {
+		h := openWith(ctx, reflect.Options{Lessons: reflect.LessonsNone, IsolatedAtFailure: true}, harness.StandbyAuto)
+		engine := watchContainers(ctx, h.StateDir())
+		r := reflectsOnStandbys(ctx, h)
+		seen := engine()
+		verification := seen[r.Verification.RunID]["create"]
+		Expect(verification).NotTo(BeZero(), "the verification's sandbox was created")
+		for _, id := range append([]string{r.Counterfactual.RunID}, replayIDs(r)...) {
+			Expect(seen[id]["create"]).To(BeNumerically(">=", r.OpenedAt.UnixNano()), "isolated run %s's sandbox was created as the reflection opened", id)
+			Expect(seen[id]["start"]).NotTo(BeZero(), "isolated run %s's sandbox was started", id)
+			Expect(seen[id]["start"]).To(BeNumerically("<=", verification), "isolated run %s's sandbox started before the verification's was created", id)
+		}
+	}, SpecTimeout(4*time.Minute))
+
+	It("starts none ahead for a run without faults: one that passes started only its own sandboxes", func(ctx SpecContext) {
+		h := openWith(ctx, reflect.Options{Lessons: reflect.LessonsNone}, harness.StandbyAuto)
+		engine := watchContainers(ctx, h.StateDir())
+		res, err := h.Run(ctx, harness.RunRequest{Scenario: deployV2("faults: [api-version:v2@step:3]", "faults: []")})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(res.Verdict).To(Equal(harness.VerdictPass), res.Reason)
-		refls, err := h.History().Reflections(res.RunID)
-		Expect(err).NotTo(HaveOccurred())
-		Expect(refls).To(HaveLen(1))
-		r := refls[0]
-		// Determinism holds as without standbys: three replays that fail
-		// the same way, no divergence, a counterfactual that passes.
-		Expect(res.Reflections).To(HaveLen(1))
-		Expect(res.Reflections[0].Reproduced).To(Equal(history.Reproduced{Runs: 3, Failed: 3}))
-		Expect(r.Divergence).To(BeEmpty())
-		Expect(r.Counterfactual.Reproduced).To(BeFalse())
-		Expect(r.Decision).To(Equal(history.DecisionVerify))
-		atts := isolatedAttempts(h, r)
-		Expect(atts).To(HaveLen(5))
-		for id, a := range atts {
-			Expect(a.Standby).To(BeTrue(), "isolated run %s took over a standby", id)
-			Expect(a.Container).NotTo(BeEmpty())
-			Expect(socketDirGone(h, id)).To(BeTrue(), "isolated run %s's socket dir", id)
-		}
-		// No sandbox of the run's state dir is left once the run ended
-		// (the spec's cleanup checks the workspaces and networks too).
-		Expect(harnesstest.AllContainers(ctx, dockerCli, h.StateDir())).To(BeEmpty())
+		Expect(res.Reflections).To(BeEmpty())
+		seen := engine()
+		Expect(seen).To(HaveKey(res.RunID), "the engine's events were seen")
+		Expect(seen).To(HaveLen(1), "no sandbox of another run (an isolated run's standby) was created")
 	}, SpecTimeout(4*time.Minute))
 
 	It("starts them cold with ColdIsolated, and with the harness's standbys off", func(ctx SpecContext) {
@@ -133,4 +148,75 @@ func mustRun(ctx context.Context, h *harness.Harness) string {
 	res, err := h.Run(ctx, harness.RunRequest{Scenario: scen})
 	Expect(err).NotTo(HaveOccurred())
 	return res.RunID
+}
+
+// reflectsOnStandbys runs deploy-v2 and checks that its one reflection
+// decided as without standbys, each of its five isolated runs on one, and
+// that nothing of the run is left; it returns the reflection.
+func reflectsOnStandbys(ctx context.Context, h *harness.Harness) history.ReflectionRecord {
+	GinkgoHelper()
+	res, err := h.Run(ctx, harness.RunRequest{Scenario: deployV2()})
+	Expect(err).NotTo(HaveOccurred())
+	Expect(res.Verdict).To(Equal(harness.VerdictPass), res.Reason)
+	refls, err := h.History().Reflections(res.RunID)
+	Expect(err).NotTo(HaveOccurred())
+	Expect(refls).To(HaveLen(1))
+	r := refls[0]
+	// Determinism holds as without standbys: three replays that fail the
+	// same way, no divergence, a counterfactual that passes.
+	Expect(res.Reflections).To(HaveLen(1))
+	Expect(res.Reflections[0].Reproduced).To(Equal(history.Reproduced{Runs: 3, Failed: 3}))
+	Expect(r.Divergence).To(BeEmpty())
+	Expect(r.Counterfactual.Reproduced).To(BeFalse())
+	Expect(r.Decision).To(Equal(history.DecisionVerify))
+	atts := isolatedAttempts(h, r)
+	Expect(atts).To(HaveLen(5))
+	for id, a := range atts {
+		Expect(a.Standby).To(BeTrue(), "isolated run %s took over a standby", id)
+		Expect(a.Container).NotTo(BeEmpty())
+		Expect(socketDirGone(h, id)).To(BeTrue(), "isolated run %s's socket dir", id)
+	}
+	// No sandbox of the run's state dir is left once the run ended (the
+	// spec's cleanup checks the workspaces and networks too).
+	Expect(harnesstest.AllContainers(ctx, dockerCli, h.StateDir())).To(BeEmpty())
+	return r
+}
+
+// watchContainers follows the engine's create and start events of the
+// sandboxes of state dir's runs from now; the function it returns stops
+// following and gives, for each run, the engine's time (ns) of each event.
+func watchContainers(ctx context.Context, stateDir string) func() map[string]map[string]int64 {
+	GinkgoHelper()
+	wctx, cancel := context.WithCancel(ctx)
+	msgs, errs := dockerCli.Events(wctx, events.ListOptions{Filters: filters.NewArgs(
+		filters.Arg("type", string(events.ContainerEventType)),
+		filters.Arg("label", sandbox.LabelState+"="+sandbox.StateHash(stateDir)),
+		filters.Arg("event", string(events.ActionCreate)), filters.Arg("event", string(events.ActionStart)))})
+	seen := map[string]map[string]int64{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case m := <-msgs:
+				run := m.Actor.Attributes[sandbox.LabelRun]
+				if run == "" {
+					continue
+				}
+				if seen[run] == nil {
+					seen[run] = map[string]int64{}
+				}
+				seen[run][string(m.Action)] = m.TimeNano
+			case <-errs:
+				return
+			}
+		}
+	}()
+	DeferCleanup(cancel)
+	return func() map[string]map[string]int64 {
+		time.Sleep(200 * time.Millisecond) // events the engine has not sent yet
+		cancel()
+		<-done
+		return seen
+	}
 }
