@@ -33,8 +33,8 @@ func benchHarnessWith(b *testing.B, policy harness.StandbyPolicy, opts reflect.O
 	b.Helper()
 	ctx := context.Background()
 	dir := b.TempDir()
-	bin := filepath.Join(dir, "overnight")
-	if err := harnesstest.Build(ctx, "./cmd/overnight", bin, fmt.Sprintf("reflect-bench-%d", time.Now().UnixNano())); err != nil {
+	bin := filepath.Join(dir, "overnight-sandbox")
+	if err := harnesstest.Build(ctx, "./cmd/overnight-sandbox", bin, fmt.Sprintf("reflect-bench-%d", time.Now().UnixNano())); err != nil {
 		b.Fatal(err)
 	}
 	api, err := docker.Connect(ctx)

@@ -38,7 +38,7 @@ var (
 var _ = BeforeSuite(func(ctx SpecContext) {
 	dir, err := os.MkdirTemp("", "ovn-reflect-bin-")
 	Expect(err).NotTo(HaveOccurred())
-	initBinary = filepath.Join(dir, "overnight")
+	initBinary = filepath.Join(dir, "overnight-sandbox")
 	DeferCleanup(func(ctx SpecContext) {
 		if dockerCli != nil {
 			eng := docker.New(dockerCli, docker.Options{})
@@ -48,7 +48,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 		}
 		Expect(os.RemoveAll(dir)).To(Succeed())
 	})
-	Expect(harnesstest.Build(ctx, "./cmd/overnight", initBinary, fmt.Sprintf("reflect-%d", time.Now().UnixNano()))).To(Succeed())
+	Expect(harnesstest.Build(ctx, "./cmd/overnight-sandbox", initBinary, fmt.Sprintf("reflect-%d", time.Now().UnixNano()))).To(Succeed())
 	dockerCli, err = docker.Connect(ctx)
 	Expect(err).NotTo(HaveOccurred())
 }, NodeTimeout(6*time.Minute))
