@@ -87,7 +87,7 @@ var _ = Describe("torture: harnesses SIGKILLed at random", func() {
 			{"run", "week", "--seed", "42"},
 			{"run", "deploy-v2", "--lessons", "none"},
 			{"run", "deploy", "--chaos", "random", "--chaos-kinds", "kill,restart,stop"},
-			{"suite", "deploy", "--seeds", "3", "--parallel", "3", "--chaos", "random", "--chaos-kinds", "kill,restart"},
+			{"suite", "deploy", "--seeds", "8", "--parallel", "2", "--chaos", "random", "--chaos-kinds", "kill,restart"}, // warms two namespace holders (suite.warmHolders)
 		}
 		var ids []string
 		for i := range 8 {
