@@ -106,11 +106,12 @@ func Run(ctx context.Context, h *harness.Harness, plan *Plan, opts Options) (*Re
 	if opts.Progress != nil {
 		opts.Progress.Start(len(cases))
 	}
+	workers := min(par, len(cases))
 	// Each run's sandbox joins a warm network namespace when one is ready.
-	h.WarmSandboxes(ctx, warmHolders(min(par, len(cases)), len(cases)))
+	h.WarmSandboxes(ctx, warmHolders(workers, len(cases)))
 	jobs := make(chan int)
 	var wg sync.WaitGroup
-	for range min(par, len(cases)) {
+	for range workers {
 		wg.Go(func() {
 			for i := range jobs {
 				c := cases[i]
